@@ -1,0 +1,248 @@
+/*
+ * libbasp: Batch-Aware Sequence Parallelism redistribution.
+ *
+ * The C ABI. Every language binding (the header-only C++ wrapper basp.hpp, the Python package over ctypes)
+ * calls exactly these functions. The header compiles as C99 with -pedantic -Werror and needs no MPI, CUDA or
+ * NCCL header: MPI communicators cross it as their Fortran handle, CUDA streams and NCCL comms as void*.
+ *
+ * Conventions
+ *  - Every function returns a basp_status_t. On failure basp_last_error() returns a message for the calling
+ *    thread naming the argument and its value; nothing was created or changed.
+ *  - Config and descriptor structs begin with size, magic and version. Initialise them with their
+ *    ..._INITIALIZER macro and set only the fields you need; the library reads min(size, sizeof) bytes so
+ *    structs may only grow at the end.
+ *  - Collective functions (marked "collective") must be called by every rank of the communicator, in the
+ *    same order, with the same arguments where stated.
+ */
+#ifndef BASP_BASP_H
+#define BASP_BASP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basp/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Status codes. Values are fixed forever; new codes are only appended before BASP_STATUS_COUNT.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum basp_status {
+  BASP_SUCCESS = 0,
+  BASP_ERROR_INVALID_ARGUMENT = 1, /* a value out of range or inconsistent with another */
+  BASP_ERROR_NULL_POINTER = 2,     /* a required pointer argument was NULL */
+  BASP_ERROR_INVALID_HANDLE = 3,   /* a handle that is NULL, destroyed, or not a libbasp handle */
+  BASP_ERROR_BAD_STRUCT = 4,       /* a config/descriptor with a wrong size, magic or version */
+  BASP_ERROR_UNSUPPORTED = 5,      /* a valid request this build or this release cannot serve */
+  BASP_ERROR_OUT_OF_MEMORY = 6,
+  BASP_ERROR_MPI = 7,              /* an MPI call failed; the message carries MPI's error string */
+  BASP_ERROR_CUDA = 8,             /* a CUDA call failed; the message carries CUDA's error string */
+  BASP_ERROR_NCCL = 9,             /* an NCCL call failed; the message carries NCCL's error string */
+  BASP_ERROR_INTERNAL = 10,        /* a bug in libbasp: please report the message */
+  BASP_STATUS_COUNT
+} basp_status_t;
+
+/* A static English name for a status ("BASP_ERROR_INVALID_ARGUMENT"); "unknown status" for other values. */
+BASP_API const char* basp_status_string(basp_status_t status);
+
+/* The detail message of the last failed call made by this thread ("" when none). Valid until the next libbasp
+ * call on this thread. */
+BASP_API const char* basp_last_error(void);
+
+/* The library's version, as built (compare with BASP_VERSION_MAJOR/MINOR/PATCH of the header you compiled
+ * against). Any pointer may be NULL. */
+BASP_API basp_status_t basp_get_version(int* major, int* minor, int* patch);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Enumerations. Values are fixed forever.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum basp_backend {
+  BASP_BACKEND_MPI = 0,  /* host memory, MPI point-to-point */
+  BASP_BACKEND_NCCL = 1, /* device memory, NCCL (builds with CUDA + NCCL only) */
+  BASP_BACKEND_COUNT
+} basp_backend_t;
+
+typedef enum basp_placement {
+  BASP_PLACEMENT_DEFAULT = 0,    /* the library's choice (CONTIGUOUS in this release) */
+  BASP_PLACEMENT_CONTIGUOUS = 1, /* the paper's rule: group g = ranks g*K .. g*K+K-1 */
+  BASP_PLACEMENT_COUNT
+} basp_placement_t;
+
+typedef enum basp_layout {
+  BASP_LAYOUT_BSHD = 0, /* [batch][sequence][head][dim] */
+  BASP_LAYOUT_SBHD = 1, /* [sequence][batch][head][dim] */
+  BASP_LAYOUT_COUNT
+} basp_layout_t;
+
+/* The library moves bytes and never does arithmetic: the type only sets the element size. */
+typedef enum basp_dtype {
+  BASP_DTYPE_BYTE = 0, /* raw bytes, 1 */
+  BASP_DTYPE_FP8_E4M3 = 1,
+  BASP_DTYPE_FP8_E5M2 = 2,
+  BASP_DTYPE_FP16 = 3,
+  BASP_DTYPE_BF16 = 4,
+  BASP_DTYPE_FP32 = 5,
+  BASP_DTYPE_FP64 = 6,
+  BASP_DTYPE_INT32 = 7,
+  BASP_DTYPE_INT64 = 8,
+  BASP_DTYPE_COUNT
+} basp_dtype_t;
+
+/* Element size in bytes of a dtype, 0 for an unknown value. */
+BASP_API size_t basp_dtype_size(basp_dtype_t dtype);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Handles
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct basp_comm* basp_comm_t; /* groups of the world for one micro-batch size */
+typedef struct basp_plan* basp_plan_t; /* one exchange shape: persistent, owns its workspace */
+
+/* An MPI communicator as its Fortran handle: MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. */
+typedef int basp_mpi_fint_t;
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Communicator
+ * ------------------------------------------------------------------------------------------------------- */
+#define BASP_COMM_CONFIG_MAGIC 0x42434f4du /* "BCOM" */
+#define BASP_COMM_CONFIG_VERSION 1u
+
+typedef struct basp_comm_config_v1 {
+  size_t size;      /* sizeof(basp_comm_config_v1) */
+  uint32_t magic;   /* BASP_COMM_CONFIG_MAGIC */
+  uint32_t version; /* BASP_COMM_CONFIG_VERSION */
+  int64_t micro_batch; /* B, sequences per micro-batch over the whole world; required (> 0) */
+  int32_t num_groups;  /* G; -1 = gcd(N, B) (BASP). 1 = DeepSpeed-Ulysses. Must divide N and B. */
+  int32_t backend;     /* basp_backend_t */
+  int32_t placement;   /* basp_placement_t */
+  int32_t reserved0;   /* must be 0 */
+} basp_comm_config_v1;
+typedef basp_comm_config_v1 basp_comm_config_t;
+
+#define BASP_COMM_CONFIG_INITIALIZER                                                                        \
+  { sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1,                \
+    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0 }
+
+/* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
+ * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. */
+BASP_API basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_config_t* config,
+                                            basp_comm_t* comm);
+
+/* Not collective. Plans created from the comm stay usable after this; their resources go with the last plan.
+ * NULL is accepted and does nothing. */
+BASP_API basp_status_t basp_comm_destroy(basp_comm_t comm);
+
+#define BASP_RANK_INFO_MAGIC 0x4252494eu /* "BRIN" */
+#define BASP_RANK_INFO_VERSION 1u
+
+/* What one rank of the world does: the paper's Algorithm 2 for data loaders. */
+typedef struct basp_rank_info_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t world_size;     /* N */
+  int32_t rank;           /* the rank described (world rank) */
+  int32_t num_groups;     /* G */
+  int32_t group_size;     /* K = N / G */
+  int32_t group_index;    /* g */
+  int32_t group_position; /* l, 0 <= l < K */
+  int64_t micro_batch;    /* B */
+  int64_t first_sequence; /* g * B / G */
+  int64_t num_sequences;  /* B / G */
+  int64_t seq_len;        /* S as passed to the query (0: no token range) */
+  int64_t token_begin;    /* l * S / K: the first token of each owned sequence held by the rank */
+  int64_t token_end;      /* (l + 1) * S / K */
+} basp_rank_info_v1;
+typedef basp_rank_info_v1 basp_rank_info_t;
+
+#define BASP_RANK_INFO_INITIALIZER                                                                          \
+  { sizeof(basp_rank_info_v1), BASP_RANK_INFO_MAGIC, BASP_RANK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) must be a positive multiple of K, or 0
+ * to leave the token range at 0. */
+BASP_API basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t seq_len, basp_rank_info_t* info);
+
+/* The world ranks of group `group_index`, ordered by position. `capacity` is the length of `ranks`; it must be
+ * at least K. */
+BASP_API basp_status_t basp_comm_group_ranks(basp_comm_t comm, int32_t group_index, int32_t* ranks,
+                                             int32_t capacity);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Plans
+ * ------------------------------------------------------------------------------------------------------- */
+#define BASP_MAX_TENSORS 8
+#define BASP_PLAN_DESC_MAGIC 0x42504c4eu /* "BPLN" */
+#define BASP_PLAN_DESC_VERSION 1u
+
+/* One exchange: up to BASP_MAX_TENSORS tensors of the same layout, dtype, sequence length and head dim, each
+ * with its own head count (Q, K, V: {Hq, Hkv, Hkv}; the attention output: {Hq}). All of them move in one
+ * exchange. */
+typedef struct basp_plan_desc_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t layout;      /* basp_layout_t */
+  int32_t dtype;       /* basp_dtype_t */
+  int64_t seq_len;     /* S: full tokens per sequence; S % K == 0 */
+  int64_t head_dim;    /* D > 0 */
+  int32_t num_tensors; /* 1 .. BASP_MAX_TENSORS */
+  int32_t reserved0;   /* must be 0 */
+  int64_t num_heads[BASP_MAX_TENSORS]; /* heads of tensor t; num_heads[t] % K == 0; unused entries 0 */
+} basp_plan_desc_v1;
+typedef basp_plan_desc_v1 basp_plan_desc_t;
+
+#define BASP_PLAN_DESC_INITIALIZER                                                                          \
+  { sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD,              \
+    BASP_DTYPE_COUNT, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 } }
+
+/* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
+ * datatypes) once; executing it allocates nothing. */
+BASP_API basp_status_t basp_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, basp_plan_t* plan);
+
+/* NULL is accepted and does nothing. */
+BASP_API basp_status_t basp_plan_destroy(basp_plan_t plan);
+
+#define BASP_PLAN_INFO_MAGIC 0x42504946u /* "BPIF" */
+#define BASP_PLAN_INFO_VERSION 1u
+
+typedef struct basp_plan_info_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t num_tensors;
+  int32_t group_size;               /* K */
+  int64_t local_sequences;          /* b_loc = B / G */
+  int64_t local_tokens;             /* S / K */
+  int64_t workspace_bytes;          /* host or device memory the plan owns */
+  /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D] (scatter input, gather output)
+   * and head-sharded [b_loc, S, H_t/K, D] (scatter output, gather input); dims in BSHD order whatever the
+   * layout. */
+  int64_t seq_sharded_elems[BASP_MAX_TENSORS];
+  int64_t head_sharded_elems[BASP_MAX_TENSORS];
+  int64_t bytes_sent_per_exchange;  /* bytes this rank sends to other ranks in one scatter (same for gather) */
+} basp_plan_info_v1;
+typedef basp_plan_info_v1 basp_plan_info_t;
+
+#define BASP_PLAN_INFO_INITIALIZER                                                                          \
+  { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0 }
+
+BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
+
+/* Head scatter (before attention), collective over the group: inputs[t] is sequence-sharded
+ * [b_loc, S/K, H_t, D] (or SBHD), outputs[t] is head-sharded [b_loc, S, H_t/K, D] holding heads
+ * [l*H_t/K, (l+1)*H_t/K). `stream` is a cudaStream_t on the NCCL backend and must be NULL on MPI.
+ * Inputs and outputs must not overlap. */
+BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs,
+                                    void* stream);
+
+/* Head gather (after attention): the exact inverse of basp_scatter. */
+BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs,
+                                   void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BASP_BASP_H */

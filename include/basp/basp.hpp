@@ -1,0 +1,192 @@
+// libbasp: header-only C++ wrapper over the C ABI (basp.h). RAII handles, exceptions carrying the status.
+//
+//   basp::CommConfig cfg;            // BASP_COMM_CONFIG_INITIALIZER
+//   cfg.micro_batch = 4;
+//   basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+//   basp::Plan plan(comm, basp::PlanDesc::qkv(BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, S, D, Hq, Hkv));
+//   plan.scatter({q, k, v}, {q_out, k_out, v_out});
+#ifndef BASP_BASP_HPP
+#define BASP_BASP_HPP
+
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "basp/basp.h"
+
+namespace basp {
+
+class Error : public std::runtime_error {
+ public:
+  Error(basp_status_t status, const std::string& message)
+      : std::runtime_error(std::string(basp_status_string(status)) + ": " + message), status_(status) {}
+  basp_status_t status() const noexcept { return status_; }
+
+ private:
+  basp_status_t status_;
+};
+
+inline void check(basp_status_t status) {
+  if (status != BASP_SUCCESS) throw Error(status, basp_last_error());
+}
+
+struct CommConfig : basp_comm_config_v1 {
+  CommConfig() : basp_comm_config_v1(BASP_COMM_CONFIG_INITIALIZER) {}
+};
+
+struct PlanDesc : basp_plan_desc_v1 {
+  PlanDesc() : basp_plan_desc_v1(BASP_PLAN_DESC_INITIALIZER) {}
+
+  // One exchange of tensors with the given head counts.
+  static PlanDesc make(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t head_dim,
+                       std::initializer_list<int64_t> heads) {
+    PlanDesc d;
+    d.layout = layout;
+    d.dtype = dtype;
+    d.seq_len = seq_len;
+    d.head_dim = head_dim;
+    int32_t t = 0;
+    for (int64_t h : heads) {
+      if (t == BASP_MAX_TENSORS) throw Error(BASP_ERROR_INVALID_ARGUMENT, "more than BASP_MAX_TENSORS tensors");
+      d.num_heads[t++] = h;
+    }
+    d.num_tensors = t;
+    return d;
+  }
+
+  // Q, K and V in one exchange.
+  static PlanDesc qkv(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t head_dim,
+                      int64_t q_heads, int64_t kv_heads) {
+    return make(layout, dtype, seq_len, head_dim, {q_heads, kv_heads, kv_heads});
+  }
+};
+
+struct RankInfo : basp_rank_info_v1 {
+  RankInfo() : basp_rank_info_v1(BASP_RANK_INFO_INITIALIZER) {}
+};
+
+struct PlanInfo : basp_plan_info_v1 {
+  PlanInfo() : basp_plan_info_v1(BASP_PLAN_INFO_INITIALIZER) {}
+};
+
+class Comm {
+ public:
+  Comm() = default;
+  // Takes ownership of a handle from the C ABI.
+  explicit Comm(basp_comm_t handle) noexcept : handle_(handle) {}
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  Comm(Comm&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Comm& operator=(Comm&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~Comm() { reset(); }
+
+  // Collective over `parent` (a Fortran MPI handle: MPI_Comm_c2f(comm)).
+  static Comm from_mpi(basp_mpi_fint_t parent, const CommConfig& config) {
+    basp_comm_t h = nullptr;
+    check(basp_comm_create_mpi(parent, &config, &h));
+    return Comm(h);
+  }
+
+  // seq_len 0: no token range.
+  RankInfo query(int64_t seq_len = 0, int32_t rank = -1) const {
+    RankInfo info;
+    check(basp_comm_query(handle_, rank, seq_len, &info));
+    return info;
+  }
+
+  std::vector<int32_t> group_ranks(int32_t group_index) const {
+    RankInfo self = query(0);
+    std::vector<int32_t> ranks(static_cast<size_t>(self.group_size));
+    check(basp_comm_group_ranks(handle_, group_index, ranks.data(), self.group_size));
+    return ranks;
+  }
+
+  basp_comm_t get() const noexcept { return handle_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  void reset() noexcept {
+    if (handle_) basp_comm_destroy(handle_);
+    handle_ = nullptr;
+  }
+
+ private:
+  basp_comm_t handle_ = nullptr;
+};
+
+class Plan {
+ public:
+  Plan() = default;
+  // Collective over the calling rank's group.
+  Plan(const Comm& comm, const PlanDesc& desc) { check(basp_plan_create(comm.get(), &desc, &handle_)); }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  Plan(Plan&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Plan& operator=(Plan&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~Plan() { reset(); }
+
+  PlanInfo info() const {
+    PlanInfo out;
+    check(basp_plan_query(handle_, &out));
+    return out;
+  }
+
+  void scatter(const void* const* inputs, void* const* outputs, void* stream = nullptr) {
+    check(basp_scatter(handle_, inputs, outputs, stream));
+  }
+  void gather(const void* const* inputs, void* const* outputs, void* stream = nullptr) {
+    check(basp_gather(handle_, inputs, outputs, stream));
+  }
+  void scatter(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs,
+               void* stream = nullptr) {
+    run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_scatter);
+  }
+  void gather(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs,
+              void* stream = nullptr) {
+    run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_gather);
+  }
+
+  basp_plan_t get() const noexcept { return handle_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  void reset() noexcept {
+    if (handle_) basp_plan_destroy(handle_);
+    handle_ = nullptr;
+  }
+
+ private:
+  using ExecFn = basp_status_t (*)(basp_plan_t, const void* const*, void* const*, void*);
+  void run(const void* const* in, void* const* out, void* stream, size_t n_in, size_t n_out, ExecFn fn) {
+    const auto tensors = static_cast<size_t>(info().num_tensors);
+    if (n_in != tensors || n_out != tensors) {
+      throw Error(BASP_ERROR_INVALID_ARGUMENT, std::to_string(n_in) + " inputs and " + std::to_string(n_out) +
+                                                   " outputs given, the plan has " + std::to_string(tensors) +
+                                                   " tensors");
+    }
+    check(fn(handle_, in, out, stream));
+  }
+
+  basp_plan_t handle_ = nullptr;
+};
+
+inline std::string version_string() {
+  int major = 0, minor = 0, patch = 0;
+  check(basp_get_version(&major, &minor, &patch));
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+}  // namespace basp
+
+#endif  // BASP_BASP_HPP

@@ -1,0 +1,71 @@
+#include "runtime/comm.h"
+
+#include <utility>
+
+#include "common/error.h"
+
+namespace basp::runtime {
+
+Comm::Comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+           std::unique_ptr<transport::GroupTransport> transport)
+    : layout_(std::move(layout)), rank_(rank), placement_(placement), transport_(std::move(transport)) {}
+
+plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options) {
+  const int32_t groups = plan::resolve_num_groups(world_size, options.micro_batch, options.num_groups);
+  switch (options.placement) {
+    case BASP_PLACEMENT_DEFAULT:
+    case BASP_PLACEMENT_CONTIGUOUS:
+      return plan::make_layout(world_size, options.micro_batch, plan::contiguous_members(world_size, groups));
+    default: break;
+  }
+  detail::fail(BASP_ERROR_INVALID_ARGUMENT, "placement (", static_cast<int>(options.placement),
+               ") is not a basp_placement_t value");
+}
+
+Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc) : comm_(std::move(comm)) {
+  const auto& groups = comm_->layout();
+  const plan::ExchangeSpec spec = plan::validate_spec(desc, groups.group_size);
+  exchange_ = plan::make_exchange_plan(spec, groups.group_size, comm_->position(), groups.sequences_per_group());
+  executor_ = comm_->transport().make_executor(exchange_);
+}
+
+void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const {
+  BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
+  BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
+  const int32_t n = exchange_.num_tensors();
+  for (int32_t t = 0; t < n; ++t) {
+    BASP_CHECK(inputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL");
+    BASP_CHECK(outputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL");
+  }
+  if (comm_->transport().backend() == BASP_BACKEND_MPI) {
+    BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
+  }
+  // Every buffer holds tensor_bytes; an output may overlap no input and no other output.
+  auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {
+    auto pa = reinterpret_cast<uintptr_t>(a);
+    auto pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + static_cast<uintptr_t>(nb) && pb < pa + static_cast<uintptr_t>(na);
+  };
+  for (int32_t t = 0; t < n; ++t) {
+    const int64_t nt = exchange_.tensors[t].tensor_bytes();
+    for (int32_t u = 0; u < n; ++u) {
+      const int64_t nu = exchange_.tensors[u].tensor_bytes();
+      BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
+                     ") overlaps inputs[", u, "] (", inputs[u], ")");
+      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (",
+                     outputs[t], ") overlaps outputs[", u, "] (", outputs[u], ")");
+    }
+  }
+}
+
+void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
+  check_buffers("scatter", inputs, outputs, stream);
+  executor_->scatter(inputs, outputs, stream);
+}
+
+void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
+  check_buffers("gather", inputs, outputs, stream);
+  executor_->gather(inputs, outputs, stream);
+}
+
+}  // namespace basp::runtime

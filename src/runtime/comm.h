@@ -1,0 +1,63 @@
+// The objects behind the C handles: a Comm (this rank's groups and its transport) and a Plan (one exchange,
+// with its executor). Plans hold their Comm by shared_ptr, so destroying a comm handle before its plans is safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "basp/basp.h"
+#include "plan/exchange.h"
+#include "plan/groups.h"
+#include "transport/transport.h"
+
+namespace basp::runtime {
+
+struct CommOptions {
+  int64_t micro_batch = 0;
+  int32_t num_groups = -1;
+  basp_backend_t backend = BASP_BACKEND_MPI;
+  basp_placement_t placement = BASP_PLACEMENT_DEFAULT;
+};
+
+class Comm {
+ public:
+  Comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+       std::unique_ptr<transport::GroupTransport> transport);
+
+  const plan::GroupLayout& layout() const { return layout_; }
+  int32_t rank() const { return rank_; }
+  int32_t group_index() const { return layout_.group_of[rank_]; }
+  int32_t position() const { return layout_.position_of[rank_]; }
+  basp_placement_t placement() const { return placement_; }
+  transport::GroupTransport& transport() { return *transport_; }
+
+ private:
+  plan::GroupLayout layout_;
+  int32_t rank_;
+  basp_placement_t placement_;
+  std::unique_ptr<transport::GroupTransport> transport_;
+};
+
+class Plan {
+ public:
+  // Collective over the rank's group.
+  Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc);
+
+  const plan::ExchangePlan& exchange() const { return exchange_; }
+  const Comm& comm() const { return *comm_; }
+  void scatter(const void* const* inputs, void* const* outputs, void* stream);
+  void gather(const void* const* inputs, void* const* outputs, void* stream);
+  int64_t workspace_bytes() const { return executor_->workspace_bytes(); }
+
+ private:
+  void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const;
+
+  std::shared_ptr<Comm> comm_;
+  plan::ExchangePlan exchange_;
+  std::unique_ptr<transport::PlanExecutor> executor_;
+};
+
+// Options -> the validated group layout for `world_size` ranks (placement applied).
+plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options);
+
+}  // namespace basp::runtime

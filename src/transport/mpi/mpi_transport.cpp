@@ -1,0 +1,185 @@
+// MPI backend. One exchange = every chunk of every tensor of the plan posted as non-blocking point-to-point
+// operations on the plan's private communicator and completed together: Q, K and V travel in one exchange.
+//
+// The data is packed at most once per direction (see layout/geometry.h):
+//   scatter: rows for peer j are strided on the send side and contiguous blocks on the receive side, so the
+//            sender packs each peer's chunk into the workspace and the receiver receives straight into the
+//            output through a vector datatype (b_loc blocks, BSHD) or a contiguous one (SBHD);
+//   gather:  the mirror image: the sender sends straight from its input through the same datatype, the
+//            receiver lands each chunk in the workspace and unpacks it as soon as it arrives.
+// The rank's own slice never touches MPI: it is copied directly from input to output.
+#include "transport/mpi/mpi_transport.h"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "layout/host_copy.h"
+#include "transport/mpi/mpi_util.h"
+
+namespace basp::transport::mpi {
+namespace {
+
+constexpr int kScatterTagBase = 0;
+constexpr int kGatherTagBase = BASP_MAX_TENSORS;
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+int to_int(int64_t v, const char* what) {
+  BASP_CHECK_ARG(v >= 0 && v <= INT_MAX, what, " (", v, ") exceeds the MPI count limit (", INT_MAX, ")");
+  return static_cast<int>(v);
+}
+
+class MpiExecutor final : public PlanExecutor {
+ public:
+  MpiExecutor(MPI_Comm group, const plan::ExchangePlan& plan) : plan_(plan) {
+    comm_ = dup_with_errors_return(group);
+    const int32_t n = plan_.num_tensors();
+    for (int32_t t = 0; t < n; ++t) {
+      const layout::Geometry& g = plan_.tensors[t];
+      MPI_Datatype row = MPI_DATATYPE_NULL;
+      BASP_MPI_CHECK(MPI_Type_contiguous(to_int(g.row_bytes(), "row bytes"), MPI_BYTE, &row));
+      OwnedType row_owned(row);
+      BASP_MPI_CHECK(MPI_Type_commit(&row));
+      MPI_Datatype block = MPI_DATATYPE_NULL;
+      BASP_MPI_CHECK(MPI_Type_vector(to_int(g.num_blocks(), "blocks"), to_int(g.block_rows(), "block rows"),
+                                     to_int(g.block_stride_rows(), "block stride"), row, &block));
+      OwnedType block_owned(block);
+      BASP_MPI_CHECK(MPI_Type_commit(&block));
+      row_counts_.push_back(to_int(g.rows(), "rows per chunk"));
+      row_types_.push_back(std::move(row_owned));
+      head_types_.push_back(std::move(block_owned));
+    }
+    if (plan_.workspace_bytes > 0) {
+      const auto bytes = static_cast<size_t>((plan_.workspace_bytes + 63) / 64 * 64);
+      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+      if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
+      std::memset(workspace_.get(), 0, bytes);  // fault the pages in now, not in the first execute
+    }
+    requests_.assign(static_cast<size_t>(2 * n * (plan_.group_size - 1)), MPI_REQUEST_NULL);
+  }
+
+  int64_t workspace_bytes() const override { return plan_.workspace_bytes; }
+
+  void scatter(const void* const* inputs, void* const* outputs, void*) override {
+    const int32_t k = plan_.group_size;
+    const int32_t me = plan_.position;
+    const int32_t n = plan_.num_tensors();
+    MPI_Comm comm = comm_.get();
+    size_t nreq = 0;
+    // Receives first, from the peers in the order they will send to us.
+    for (int32_t i = 1; i < k; ++i) {
+      const int32_t j = (me - i + k) % k;
+      for (int32_t t = 0; t < n; ++t) {
+        auto* out = static_cast<std::byte*>(outputs[t]) + plan_.tensors[t].head_row_offset(0, j);
+        BASP_MPI_CHECK(MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
+      }
+    }
+    // Pack each peer's chunk and send it at once, so packing the next overlaps the transfer of this one.
+    for (int32_t i = 1; i < k; ++i) {
+      const int32_t j = (me + i) % k;
+      for (int32_t t = 0; t < n; ++t) {
+        std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
+        layout::pack_seq_rows(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]), chunk, j);
+        BASP_MPI_CHECK(MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm,
+                                 &requests_[nreq++]));
+      }
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      layout::copy_seq_to_head(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
+                               static_cast<std::byte*>(outputs[t]), me);
+    }
+    BASP_MPI_CHECK(MPI_Waitall(static_cast<int>(nreq), requests_.data(), MPI_STATUSES_IGNORE));
+  }
+
+  void gather(const void* const* inputs, void* const* outputs, void*) override {
+    const int32_t k = plan_.group_size;
+    const int32_t me = plan_.position;
+    const int32_t n = plan_.num_tensors();
+    MPI_Comm comm = comm_.get();
+    const size_t nrecv = static_cast<size_t>(n * (k - 1));
+    size_t nreq = 0;
+    for (int32_t i = 1; i < k; ++i) {
+      const int32_t j = (me - i + k) % k;
+      for (int32_t t = 0; t < n; ++t) {
+        std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
+        BASP_MPI_CHECK(MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm,
+                                 &requests_[nreq++]));
+      }
+    }
+    for (int32_t i = 1; i < k; ++i) {
+      const int32_t j = (me + i) % k;
+      for (int32_t t = 0; t < n; ++t) {
+        const auto* in = static_cast<const std::byte*>(inputs[t]) + plan_.tensors[t].head_row_offset(0, j);
+        BASP_MPI_CHECK(MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
+      }
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      layout::copy_head_to_seq(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
+                               static_cast<std::byte*>(outputs[t]), me);
+    }
+    // Unpack each chunk as soon as it lands.
+    for (size_t done = 0; done < nrecv; ++done) {
+      int index = MPI_UNDEFINED;
+      BASP_MPI_CHECK(MPI_Waitany(static_cast<int>(nrecv), requests_.data(), &index, MPI_STATUS_IGNORE));
+      if (index == MPI_UNDEFINED) break;
+      const int32_t i = index / n + 1;
+      const int32_t t = index % n;
+      const int32_t j = (me - i + k) % k;
+      layout::unpack_seq_rows(plan_.tensors[t], workspace_.get() + plan_.workspace_offset(t, j),
+                              static_cast<std::byte*>(outputs[t]), j);
+    }
+    BASP_MPI_CHECK(MPI_Waitall(static_cast<int>(nreq - nrecv), requests_.data() + nrecv, MPI_STATUSES_IGNORE));
+  }
+
+ private:
+  plan::ExchangePlan plan_;
+  OwnedComm comm_;
+  std::vector<OwnedType> row_types_;   // one row of tensor t, contiguous bytes
+  std::vector<OwnedType> head_types_;  // one peer's rows of tensor t in the head-sharded tensor
+  std::vector<int> row_counts_;
+  std::unique_ptr<std::byte, FreeDeleter> workspace_;
+  std::vector<MPI_Request> requests_;
+};
+
+class MpiGroupTransport final : public GroupTransport {
+ public:
+  MpiGroupTransport(OwnedComm world, OwnedComm group) : world_(std::move(world)), group_(std::move(group)) {}
+  basp_backend_t backend() const override { return BASP_BACKEND_MPI; }
+  std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override {
+    return std::make_unique<MpiExecutor>(group_.get(), plan);
+  }
+
+ private:
+  OwnedComm world_;
+  OwnedComm group_;
+};
+
+}  // namespace
+
+std::shared_ptr<runtime::Comm> create_comm(basp_mpi_fint_t parent, const runtime::CommOptions& options) {
+  BASP_CHECK(mpi_alive(), BASP_ERROR_MPI, "MPI is not initialised (or already finalised): call MPI_Init first");
+  MPI_Comm parent_comm = MPI_Comm_f2c(parent);
+  BASP_CHECK_ARG(parent_comm != MPI_COMM_NULL, "parent (", parent, ") is MPI_COMM_NULL or not a communicator");
+  OwnedComm world = dup_with_errors_return(parent_comm);
+  int size = 0;
+  int rank = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(world.get(), &size));
+  BASP_MPI_CHECK(MPI_Comm_rank(world.get(), &rank));
+  plan::GroupLayout layout = runtime::plan_groups(size, options);
+  const int32_t color = layout.group_of[rank];
+  const int32_t key = layout.position_of[rank];
+  MPI_Comm group = MPI_COMM_NULL;
+  BASP_MPI_CHECK(MPI_Comm_split(world.get(), color, key, &group));
+  OwnedComm group_owned(group);
+  BASP_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
+  auto transport = std::make_unique<MpiGroupTransport>(std::move(world), std::move(group_owned));
+  return std::make_shared<runtime::Comm>(std::move(layout), rank, options.placement, std::move(transport));
+}
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,32 @@
+// Moving bytes: the small interface every backend implements (MPI on host memory now; NCCL on device memory
+// and intra-node load/store transports later). A GroupTransport is one rank's connection to its group; it
+// turns an ExchangePlan into a PlanExecutor that owns everything execute needs (workspace, datatypes, a private
+// communicator), so that scatter and gather allocate nothing and create no communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "basp/basp.h"
+#include "plan/exchange.h"
+
+namespace basp::transport {
+
+class PlanExecutor {
+ public:
+  virtual ~PlanExecutor() = default;
+  // inputs/outputs hold one pointer per tensor of the plan; `stream` is backend-specific (NULL for MPI).
+  virtual void scatter(const void* const* inputs, void* const* outputs, void* stream) = 0;
+  virtual void gather(const void* const* inputs, void* const* outputs, void* stream) = 0;
+  virtual int64_t workspace_bytes() const = 0;
+};
+
+class GroupTransport {
+ public:
+  virtual ~GroupTransport() = default;
+  virtual basp_backend_t backend() const = 0;
+  // Collective over the group.
+  virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) = 0;
+};
+
+}  // namespace basp::transport
