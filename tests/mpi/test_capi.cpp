@@ -1,0 +1,327 @@
+// One test per error path of the C ABI: the documented status, a message naming the argument (and value), and
+// nothing created. Runs under mpirun with 2 ranks so that group size K = 2 (B = 1) makes divisibility matter.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "basp/basp.h"
+
+namespace {
+
+basp_comm_config_t config(int64_t b) {
+  basp_comm_config_t c = BASP_COMM_CONFIG_INITIALIZER;
+  c.micro_batch = b;
+  return c;
+}
+
+basp_plan_desc_t qkv(int64_t s, int64_t hq, int64_t hkv) {
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_FP16;
+  d.seq_len = s;
+  d.head_dim = 4;
+  d.num_tensors = 3;
+  d.num_heads[0] = hq;
+  d.num_heads[1] = hkv;
+  d.num_heads[2] = hkv;
+  return d;
+}
+
+std::string last() { return basp_last_error(); }
+
+struct World {
+  basp_comm_t comm = nullptr;
+  World() {
+    const basp_comm_config_t c = config(1);  // one group of N
+    REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &c, &comm) == BASP_SUCCESS);
+  }
+  ~World() { basp_comm_destroy(comm); }
+};
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("status strings and version", "[capi]") {
+  CHECK(std::string(basp_status_string(BASP_SUCCESS)) == "BASP_SUCCESS");
+  CHECK(std::string(basp_status_string(BASP_ERROR_INVALID_HANDLE)) == "BASP_ERROR_INVALID_HANDLE");
+  CHECK(std::string(basp_status_string(static_cast<basp_status_t>(999))) == "unknown status");
+  for (int s = 0; s < BASP_STATUS_COUNT; ++s)
+    CHECK(std::string(basp_status_string(static_cast<basp_status_t>(s))) != "unknown status");
+  int major = -1, minor = -1, patch = -1;
+  REQUIRE(basp_get_version(&major, &minor, &patch) == BASP_SUCCESS);
+  CHECK(major == BASP_VERSION_MAJOR);
+  CHECK(minor == BASP_VERSION_MINOR);
+  CHECK(patch == BASP_VERSION_PATCH);
+  CHECK(basp_get_version(nullptr, nullptr, nullptr) == BASP_SUCCESS);
+  CHECK(basp_dtype_size(BASP_DTYPE_BF16) == 2);
+  CHECK(basp_dtype_size(static_cast<basp_dtype_t>(77)) == 0);
+}
+
+TEST_CASE("comm creation: bad arguments are named and create nothing", "[capi]") {
+  const basp_mpi_fint_t world = MPI_Comm_c2f(MPI_COMM_WORLD);
+  basp_comm_t comm = reinterpret_cast<basp_comm_t>(0x1);
+  basp_comm_config_t c = config(2);
+
+  CHECK(basp_comm_create_mpi(world, &c, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("comm"));
+  CHECK(basp_comm_create_mpi(world, nullptr, &comm) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("config is NULL"));
+  CHECK(comm == nullptr);
+
+  c = config(0);
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("micro_batch (0)"));
+  c = config(-3);
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("micro_batch (-3)"));
+  c = config(2);
+  c.num_groups = 0;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("num_groups (0)"));
+  c = config(2);
+  c.num_groups = 3;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("num_groups (3)"));
+  c = config(2);
+  c.backend = 42;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("backend (42)"));
+  c = config(2);
+  c.placement = -1;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("placement (-1)"));
+  c = config(2);
+  c.reserved0 = 5;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("reserved0 (5)"));
+
+  c = config(2);
+  c.magic = 0xdeadbeef;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("config->magic"));
+  c = config(2);
+  c.size = 3;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("config->size (3)"));
+  c = config(2);
+  c.size = sizeof(c) - 8;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("config->size"));
+  c = config(2);
+  c.version = 9;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("config->version (9)"));
+
+  c = config(2);
+  CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_NULL), &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("parent"));
+  CHECK(comm == nullptr);
+  // A larger struct from a newer caller is accepted (the library reads the part it knows).
+  struct Bigger {
+    basp_comm_config_v1 v1;
+    int64_t future_field;
+  } big = {config(2), 7};
+  big.v1.size = sizeof(Bigger);
+  REQUIRE(basp_comm_create_mpi(world, &big.v1, &comm) == BASP_SUCCESS);
+  CHECK(last().empty());
+  CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+}
+
+TEST_CASE("bad handles are rejected without being dereferenced", "[capi]") {
+  basp_rank_info_t info = BASP_RANK_INFO_INITIALIZER;
+  CHECK(basp_comm_query(nullptr, -1, 0, &info) == BASP_ERROR_INVALID_HANDLE);
+  CHECK_THAT(last(), Catch::Contains("comm is NULL"));
+  auto bogus = reinterpret_cast<basp_comm_t>(&info);
+  CHECK(basp_comm_query(bogus, -1, 0, &info) == BASP_ERROR_INVALID_HANDLE);
+  CHECK_THAT(last(), Catch::Contains("not a live basp_comm_t"));
+  CHECK(basp_comm_destroy(bogus) == BASP_ERROR_INVALID_HANDLE);
+  CHECK(basp_plan_destroy(reinterpret_cast<basp_plan_t>(&info)) == BASP_ERROR_INVALID_HANDLE);
+  CHECK(basp_comm_destroy(nullptr) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(nullptr) == BASP_SUCCESS);
+
+  World w;
+  basp_plan_t plan = nullptr;
+  const basp_plan_desc_t d = qkv(8 * world_size(), 2 * world_size(), world_size());
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  // A plan is not a comm and the other way round.
+  CHECK(basp_comm_query(reinterpret_cast<basp_comm_t>(plan), -1, 0, &info) == BASP_ERROR_INVALID_HANDLE);
+  basp_plan_info_t pinfo = BASP_PLAN_INFO_INITIALIZER;
+  CHECK(basp_plan_query(reinterpret_cast<basp_plan_t>(w.comm), &pinfo) == BASP_ERROR_INVALID_HANDLE);
+  CHECK_THAT(last(), Catch::Contains("not a live basp_plan_t"));
+  // Destroyed handles.
+  REQUIRE(basp_plan_destroy(plan) == BASP_SUCCESS);
+  CHECK(basp_plan_query(plan, &pinfo) == BASP_ERROR_INVALID_HANDLE);
+  CHECK(basp_plan_destroy(plan) == BASP_ERROR_INVALID_HANDLE);
+  CHECK_THAT(last(), Catch::Contains("plan"));
+}
+
+TEST_CASE("query: arguments checked", "[capi]") {
+  World w;
+  const int n = world_size();
+  basp_rank_info_t info = BASP_RANK_INFO_INITIALIZER;
+  REQUIRE(basp_comm_query(w.comm, -1, 4 * n, &info) == BASP_SUCCESS);
+  CHECK(info.world_size == n);
+  CHECK(info.group_size == n);
+  CHECK(info.token_end - info.token_begin == 4);
+  CHECK(basp_comm_query(w.comm, n, 4 * n, &info) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("rank (" + std::to_string(n) + ")"));
+  CHECK(basp_comm_query(w.comm, -1, -5, &info) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("seq_len (-5)"));
+  CHECK(basp_comm_query(w.comm, -1, 4, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("info is NULL"));
+  basp_rank_info_t bad = BASP_RANK_INFO_INITIALIZER;
+  bad.magic = 1;
+  CHECK(basp_comm_query(w.comm, -1, 4, &bad) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("info->magic"));
+  if (n > 1) {
+    CHECK(basp_comm_query(w.comm, -1, 4 * n + 1, &info) == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last(), Catch::Contains("not divisible by group size"));
+  }
+  std::vector<int32_t> ranks(static_cast<size_t>(n), -1);
+  REQUIRE(basp_comm_group_ranks(w.comm, 0, ranks.data(), n) == BASP_SUCCESS);
+  for (int i = 0; i < n; ++i) CHECK(ranks[i] == i);
+  CHECK(basp_comm_group_ranks(w.comm, 1, ranks.data(), n) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("group_index (1)"));
+  CHECK(basp_comm_group_ranks(w.comm, 0, nullptr, n) == BASP_ERROR_NULL_POINTER);
+  CHECK(basp_comm_group_ranks(w.comm, 0, ranks.data(), n - 1) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("capacity (" + std::to_string(n - 1) + ")"));
+}
+
+TEST_CASE("plan creation: bad descriptors are named and create nothing", "[capi]") {
+  World w;
+  const int n = world_size();
+  basp_plan_t plan = reinterpret_cast<basp_plan_t>(0x1);
+  basp_plan_desc_t d = qkv(8 * n, 2 * n, n);
+  CHECK(basp_plan_create(w.comm, &d, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK(basp_plan_create(w.comm, nullptr, &plan) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("desc is NULL"));
+  CHECK(plan == nullptr);
+  CHECK(basp_plan_create(nullptr, &d, &plan) == BASP_ERROR_INVALID_HANDLE);
+
+  struct Case {
+    const char* message;
+    void (*edit)(basp_plan_desc_t&);
+    basp_status_t status;
+  };
+  const Case cases[] = {
+      {"seq_len (0)", [](basp_plan_desc_t& x) { x.seq_len = 0; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"seq_len (-8)", [](basp_plan_desc_t& x) { x.seq_len = -8; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"head_dim (0)", [](basp_plan_desc_t& x) { x.head_dim = 0; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"head_dim (-1)", [](basp_plan_desc_t& x) { x.head_dim = -1; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"num_heads[1] (0)", [](basp_plan_desc_t& x) { x.num_heads[1] = 0; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"num_heads[2] (-4)", [](basp_plan_desc_t& x) { x.num_heads[2] = -4; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"num_tensors (0)", [](basp_plan_desc_t& x) { x.num_tensors = 0; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"num_tensors (9)", [](basp_plan_desc_t& x) { x.num_tensors = 9; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"layout (5)", [](basp_plan_desc_t& x) { x.layout = 5; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"dtype (", [](basp_plan_desc_t& x) { x.dtype = BASP_DTYPE_COUNT; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"reserved0 (1)", [](basp_plan_desc_t& x) { x.reserved0 = 1; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"desc->magic", [](basp_plan_desc_t& x) { x.magic = 0; }, BASP_ERROR_BAD_STRUCT},
+      {"desc->size (0)", [](basp_plan_desc_t& x) { x.size = 0; }, BASP_ERROR_BAD_STRUCT},
+      {"desc->version (0)", [](basp_plan_desc_t& x) { x.version = 0; }, BASP_ERROR_BAD_STRUCT},
+  };
+  for (const Case& c : cases) {
+    basp_plan_desc_t bad = d;
+    c.edit(bad);
+    plan = reinterpret_cast<basp_plan_t>(0x1);
+    INFO(c.message);
+    CHECK(basp_plan_create(w.comm, &bad, &plan) == c.status);
+    CHECK_THAT(last(), Catch::Contains(c.message));
+    CHECK(plan == nullptr);
+  }
+  if (n > 1) {
+    basp_plan_desc_t bad = qkv(8 * n, 2 * n + 1, n);
+    CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last(), Catch::Contains("num_heads[0] (" + std::to_string(2 * n + 1) + ") is not divisible by group size (" +
+                                       std::to_string(n) + ")"));
+    bad = qkv(8 * n + 1, 2 * n, n);
+    CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last(), Catch::Contains("seq_len (" + std::to_string(8 * n + 1) + ") is not divisible by group size"));
+  }
+}
+
+TEST_CASE("execute: bad buffers are named and move nothing", "[capi]") {
+  World w;
+  const int n = world_size();
+  basp_plan_t plan = nullptr;
+  const basp_plan_desc_t d = qkv(4 * n, n, n);
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  const size_t bytes = static_cast<size_t>(info.seq_sharded_elems[0]) * 2;
+  std::vector<char> a(bytes, 1), b(bytes, 2), c(bytes, 3), x(bytes, 4), y(bytes, 5), z(bytes, 6);
+  const void* in[3] = {a.data(), b.data(), c.data()};
+  void* out[3] = {x.data(), y.data(), z.data()};
+  CHECK(basp_scatter(nullptr, in, out, nullptr) == BASP_ERROR_INVALID_HANDLE);
+  CHECK(basp_scatter(plan, nullptr, out, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("inputs is NULL"));
+  CHECK(basp_gather(plan, in, nullptr, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("outputs is NULL"));
+  void* out_null[3] = {x.data(), nullptr, z.data()};
+  CHECK(basp_scatter(plan, in, out_null, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("outputs[1] is NULL"));
+  const void* in_null[3] = {a.data(), b.data(), nullptr};
+  CHECK(basp_gather(plan, in_null, out, nullptr) == BASP_ERROR_NULL_POINTER);
+  CHECK_THAT(last(), Catch::Contains("inputs[2] is NULL"));
+  int fake_stream = 0;
+  CHECK(basp_scatter(plan, in, out, &fake_stream) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("stream"));
+  void* out_alias[3] = {x.data(), const_cast<void*>(in[1]), z.data()};
+  CHECK(basp_scatter(plan, in, out_alias, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("outputs[1]") && Catch::Contains("overlaps inputs[1]"));
+  void* out_twice[3] = {x.data(), x.data() + 1, z.data()};
+  CHECK(basp_scatter(plan, in, out_twice, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("overlaps outputs"));
+  // Nothing moved.
+  CHECK(x == std::vector<char>(bytes, 4));
+  CHECK(y == std::vector<char>(bytes, 5));
+  // And a good call after the bad ones works and clears the message.
+  CHECK(basp_scatter(plan, in, out, nullptr) == BASP_SUCCESS);
+  CHECK(last().empty());
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+}
+
+TEST_CASE("destroy order: a plan outlives its comm handle", "[capi]") {
+  const int n = world_size();
+  basp_comm_t comm = nullptr;
+  const basp_comm_config_t c = config(1);
+  REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &c, &comm) == BASP_SUCCESS);
+  basp_plan_t plan = nullptr;
+  const basp_plan_desc_t d = qkv(2 * n, n, n);
+  REQUIRE(basp_plan_create(comm, &d, &plan) == BASP_SUCCESS);
+  REQUIRE(basp_comm_destroy(comm) == BASP_SUCCESS);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  const size_t bytes = static_cast<size_t>(info.seq_sharded_elems[0]) * 2;
+  std::vector<char> a(bytes, 1), b(bytes, 2), x(bytes), y(bytes), z(bytes), a2(bytes), b2(bytes), c2(bytes);
+  const void* in[3] = {a.data(), b.data(), b.data()};
+  void* out[3] = {x.data(), y.data(), z.data()};
+  CHECK(basp_scatter(plan, in, out, nullptr) == BASP_SUCCESS);
+  const void* in2[3] = {x.data(), y.data(), z.data()};
+  void* back[3] = {a2.data(), b2.data(), c2.data()};
+  CHECK(basp_gather(plan, in2, back, nullptr) == BASP_SUCCESS);
+  CHECK(a2 == a);
+  CHECK(b2 == b);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Catch::Session session;
+  if (rank != 0) session.configData().outputFilename = "%debug";  // one report, from rank 0
+  int rc = session.applyCommandLine(argc, argv);
+  if (rc == 0) rc = session.run();
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
