@@ -1,0 +1,33 @@
+# Finds NCCL (header + library) for the NCCL backend and defines the imported target basp::nccl.
+#
+# Looked for, in order: NCCL_ROOT (CMake or environment variable), the CUDA toolkit's directories (where the
+# distribution packages and the CUDA containers put it), then the system paths. PyTorch's pip wheel ships NCCL as
+# site-packages/nvidia/nccl/{include,lib} with only libnccl.so.2 (no libnccl.so link): pass that folder as
+# NCCL_ROOT (scripts/device-check.sh does).
+#
+# Sets BASP_HAVE_NCCL to 1 when both were found; NCCL is optional under BASP_ENABLE_CUDA=AUTO.
+set(BASP_HAVE_NCCL 0)
+set(_basp_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT})
+if(CUDAToolkit_FOUND)
+  list(APPEND _basp_nccl_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+endif()
+
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_basp_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_basp_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64)
+
+if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _basp_nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE "[^0-9;]" "" _basp_nccl_version "${_basp_nccl_version}")
+  string(REPLACE ";" "." _basp_nccl_version "${_basp_nccl_version}")
+  message(STATUS "NCCL ${_basp_nccl_version}: ${NCCL_LIBRARY} (headers ${NCCL_INCLUDE_DIR})")
+  if(NOT TARGET basp::nccl)
+    add_library(basp::nccl UNKNOWN IMPORTED)
+    set_target_properties(basp::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                                                INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+  endif()
+  set(BASP_HAVE_NCCL 1)
+else()
+  message(STATUS "NCCL not found (set NCCL_ROOT): the NCCL backend is not built")
+endif()
+unset(_basp_nccl_hints)
