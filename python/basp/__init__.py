@@ -1,0 +1,25 @@
+"""libbasp from Python: Batch-Aware Sequence Parallelism redistribution over the C ABI (ctypes, no extension).
+
+    from mpi4py import MPI
+    import basp
+    comm = basp.Comm(MPI.COMM_WORLD, micro_batch=4)         # G = gcd(N, B) groups of K = N / G ranks
+    plan = comm.plan(seq_len=4096, head_dim=128, num_heads=[32, 8, 8], dtype=numpy.float32)
+    q_h, k_h, v_h = plan.scatter([q, k, v])                   # sequence-sharded -> head-sharded
+    (out,) = plan.gather([out_h])                             # and back (with a one-tensor plan)
+
+The library is found through $BASP_LIBRARY, next to the installed package, or the dynamic linker's search.
+PyTorch integration (autograd, BaspAttention) lives in basp.torch.
+"""
+from ._abi import (MAX_TENSORS, Backend, CommConfig, Dtype, Layout, PlanDesc, PlanInfoStruct, Placement,
+                   RankInfoStruct, Status)
+from ._library import last_error, load as load_library, path as library_path, status_string, version
+from .comm import Comm, RankInfo
+from .errors import Error
+from .plan import Plan, PlanInfo
+from . import data
+
+__all__ = [
+    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_TENSORS", "Placement", "Plan", "PlanDesc",
+    "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct", "Status", "data", "last_error", "library_path",
+    "load_library", "status_string", "version",
+]

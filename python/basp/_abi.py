@@ -1,0 +1,194 @@
+"""The C ABI of include/basp/basp.h, mirrored for ctypes: enums, constants and the versioned structs.
+
+Every value here is checked against the header by python/tests/test_abi.py, which compares field offsets,
+sizes, constants and the bytes of each ..._INITIALIZER with a small C program compiled from the header.
+Structs may only grow at the end (the library reads min(size, sizeof)), so a new field is appended here too.
+"""
+import ctypes
+import enum
+
+MAX_TENSORS = 8  # BASP_MAX_TENSORS
+
+COMM_CONFIG_MAGIC = 0x42434F4D  # "BCOM"
+COMM_CONFIG_VERSION = 1
+RANK_INFO_MAGIC = 0x4252494E  # "BRIN"
+RANK_INFO_VERSION = 1
+PLAN_DESC_MAGIC = 0x42504C4E  # "BPLN"
+PLAN_DESC_VERSION = 1
+PLAN_INFO_MAGIC = 0x42504946  # "BPIF"
+PLAN_INFO_VERSION = 1
+
+
+class Status(enum.IntEnum):
+    """basp_status_t: values fixed forever."""
+    SUCCESS = 0
+    ERROR_INVALID_ARGUMENT = 1
+    ERROR_NULL_POINTER = 2
+    ERROR_INVALID_HANDLE = 3
+    ERROR_BAD_STRUCT = 4
+    ERROR_UNSUPPORTED = 5
+    ERROR_OUT_OF_MEMORY = 6
+    ERROR_MPI = 7
+    ERROR_CUDA = 8
+    ERROR_NCCL = 9
+    ERROR_INTERNAL = 10
+
+
+STATUS_COUNT = 11  # BASP_STATUS_COUNT
+BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
+PLACEMENT_COUNT = 2  # BASP_PLACEMENT_COUNT
+LAYOUT_COUNT = 2  # BASP_LAYOUT_COUNT
+DTYPE_COUNT = 9  # BASP_DTYPE_COUNT: also the "unset" dtype of BASP_PLAN_DESC_INITIALIZER
+
+
+class Backend(enum.IntEnum):
+    """basp_backend_t."""
+    MPI = 0
+    NCCL = 1
+
+
+class Placement(enum.IntEnum):
+    """basp_placement_t."""
+    DEFAULT = 0
+    CONTIGUOUS = 1
+
+
+class Layout(enum.IntEnum):
+    """basp_layout_t."""
+    BSHD = 0
+    SBHD = 1
+
+
+class Dtype(enum.IntEnum):
+    """basp_dtype_t: the library only uses the element size."""
+    BYTE = 0
+    FP8_E4M3 = 1
+    FP8_E5M2 = 2
+    FP16 = 3
+    BF16 = 4
+    FP32 = 5
+    FP64 = 6
+    INT32 = 7
+    INT64 = 8
+
+
+DTYPE_SIZE = {Dtype.BYTE: 1, Dtype.FP8_E4M3: 1, Dtype.FP8_E5M2: 1, Dtype.FP16: 2, Dtype.BF16: 2,
+              Dtype.FP32: 4, Dtype.FP64: 8, Dtype.INT32: 4, Dtype.INT64: 8}
+
+
+class _Versioned(ctypes.Structure):
+    """A struct that starts with size, magic, version; constructed like its C ..._INITIALIZER."""
+    _magic = 0
+    _version = 0
+    _defaults = {}
+
+    def __init__(self, **fields):
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.magic = self._magic
+        self.version = self._version
+        for name, value in self._defaults.items():
+            setattr(self, name, value)
+        for name, value in fields.items():
+            if name not in dict(self._fields_):
+                raise TypeError("%s has no field %r" % (type(self).__name__, name))
+            setattr(self, name, value)
+
+    def as_dict(self):
+        out = {}
+        for name, _ in self._fields_:
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, ctypes.Array) else value
+        return out
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in self.as_dict().items()))
+
+
+class CommConfig(_Versioned):
+    """basp_comm_config_v1."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("micro_batch", ctypes.c_int64),
+        ("num_groups", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+        ("placement", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+    ]
+    _magic = COMM_CONFIG_MAGIC
+    _version = COMM_CONFIG_VERSION
+    _defaults = {"micro_batch": -1, "num_groups": -1, "backend": Backend.MPI, "placement": Placement.DEFAULT,
+                 "reserved0": 0}
+
+
+class RankInfoStruct(_Versioned):
+    """basp_rank_info_v1."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("world_size", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("num_groups", ctypes.c_int32),
+        ("group_size", ctypes.c_int32),
+        ("group_index", ctypes.c_int32),
+        ("group_position", ctypes.c_int32),
+        ("micro_batch", ctypes.c_int64),
+        ("first_sequence", ctypes.c_int64),
+        ("num_sequences", ctypes.c_int64),
+        ("seq_len", ctypes.c_int64),
+        ("token_begin", ctypes.c_int64),
+        ("token_end", ctypes.c_int64),
+    ]
+    _magic = RANK_INFO_MAGIC
+    _version = RANK_INFO_VERSION
+
+
+class PlanDesc(_Versioned):
+    """basp_plan_desc_v1."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("layout", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("seq_len", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("num_tensors", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+        ("num_heads", ctypes.c_int64 * MAX_TENSORS),
+    ]
+    _magic = PLAN_DESC_MAGIC
+    _version = PLAN_DESC_VERSION
+    _defaults = {"layout": Layout.BSHD, "dtype": DTYPE_COUNT, "seq_len": -1, "head_dim": -1, "num_tensors": 0,
+                 "reserved0": 0}
+
+
+class PlanInfoStruct(_Versioned):
+    """basp_plan_info_v1."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("num_tensors", ctypes.c_int32),
+        ("group_size", ctypes.c_int32),
+        ("local_sequences", ctypes.c_int64),
+        ("local_tokens", ctypes.c_int64),
+        ("workspace_bytes", ctypes.c_int64),
+        ("seq_sharded_elems", ctypes.c_int64 * MAX_TENSORS),
+        ("head_sharded_elems", ctypes.c_int64 * MAX_TENSORS),
+        ("bytes_sent_per_exchange", ctypes.c_int64),
+    ]
+    _magic = PLAN_INFO_MAGIC
+    _version = PLAN_INFO_VERSION
+
+
+# struct name in basp.h -> its mirror, for the ABI test.
+STRUCTS = {
+    "basp_comm_config_v1": CommConfig,
+    "basp_rank_info_v1": RankInfoStruct,
+    "basp_plan_desc_v1": PlanDesc,
+    "basp_plan_info_v1": PlanInfoStruct,
+}

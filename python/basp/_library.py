@@ -1,0 +1,127 @@
+"""Finding and loading libbasp, declaring the C prototypes, and turning statuses into basp.Error."""
+import ctypes
+import ctypes.util
+import os
+import threading
+
+from . import _abi
+from .errors import Error
+
+ENV_VAR = "BASP_LIBRARY"
+SONAMES = ("libbasp.so.0", "libbasp.so")
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+_c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+
+# name -> (restype, argtypes). Statuses come back as int (a C enum is int-sized).
+_PROTOTYPES = {
+    "basp_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+    "basp_last_error": (ctypes.c_char_p, []),
+    "basp_get_version": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)] * 3),
+    "basp_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
+    "basp_comm_create_mpi": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(_abi.CommConfig), _c_void_pp]),
+    "basp_comm_destroy": (ctypes.c_int, [ctypes.c_void_p]),
+    "basp_comm_query": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
+                                       ctypes.POINTER(_abi.RankInfoStruct)]),
+    "basp_comm_group_ranks": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32),
+                                             ctypes.c_int32]),
+    "basp_plan_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_abi.PlanDesc), _c_void_pp]),
+    "basp_plan_destroy": (ctypes.c_int, [ctypes.c_void_p]),
+    "basp_plan_query": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_abi.PlanInfoStruct)]),
+    "basp_scatter": (ctypes.c_int, [ctypes.c_void_p, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
+    "basp_gather": (ctypes.c_int, [ctypes.c_void_p, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
+}
+
+
+def _candidates():
+    """Where to look, in order: $BASP_LIBRARY, next to the package, then the dynamic linker's search."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        # An explicit choice is never silently replaced by another copy.
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Installed by CMake: <prefix>/<libdir>/basp/python/basp/ next to <prefix>/<libdir>/libbasp.so.0.
+    libdir = os.path.normpath(os.path.join(here, os.pardir, os.pardir, os.pardir))
+    out = [os.path.join(d, n) for d in (here, libdir) for n in SONAMES]
+    out = [p for p in out if os.path.exists(p)]
+    found = ctypes.util.find_library("basp")
+    if found:
+        out.append(found)
+    out.extend(SONAMES)  # LD_LIBRARY_PATH, rpath, ld.so.cache
+    return out
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def load(path=None):
+    """Loads libbasp once per process and returns the ctypes.CDLL. `path` (or $BASP_LIBRARY) names the file."""
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            if path is not None and os.path.abspath(path) != os.path.abspath(_lib_path):
+                raise RuntimeError("libbasp is already loaded from %s; cannot switch to %s" % (_lib_path, path))
+            return _lib
+        tried = []
+        for candidate in ([path] if path is not None else _candidates()):
+            try:
+                lib = ctypes.CDLL(candidate)
+            except OSError as e:
+                tried.append("%s (%s)" % (candidate, e))
+                continue
+            try:
+                _declare(lib)
+            except AttributeError as e:
+                tried.append("%s (not libbasp, or too old: %s)" % (candidate, e))
+                continue
+            _lib, _lib_path = lib, candidate
+            return lib
+        raise OSError("libbasp not found; set %s to the path of libbasp.so. Tried: %s" % (ENV_VAR, "; ".join(tried)))
+
+
+def lib():
+    """The loaded library (loading it on first use)."""
+    return _lib if _lib is not None else load()
+
+
+def path():
+    """The file libbasp was loaded from (loading it on first use)."""
+    lib()
+    return _lib_path
+
+
+def check(status):
+    """Raises basp.Error carrying basp_last_error() unless `status` is BASP_SUCCESS."""
+    if status != _abi.Status.SUCCESS:
+        message = _lib.basp_last_error()
+        raise Error(status, message.decode("utf-8", "replace") if message else "")
+
+
+def status_string(status):
+    return lib().basp_status_string(int(status)).decode()
+
+
+def last_error():
+    return lib().basp_last_error().decode("utf-8", "replace")
+
+
+def version():
+    """(major, minor, patch) of the loaded library."""
+    v = [ctypes.c_int(-1) for _ in range(3)]
+    check(lib().basp_get_version(*[ctypes.byref(x) for x in v]))
+    return tuple(x.value for x in v)
+
+
+def pointer_array(pointers):
+    """A C array of void* from Python ints (data pointers)."""
+    arr = (ctypes.c_void_p * max(1, len(pointers)))()
+    for i, p in enumerate(pointers):
+        arr[i] = p
+    return arr

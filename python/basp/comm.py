@@ -1,0 +1,155 @@
+"""basp.Comm: the groups of the world for one micro-batch size, created from an mpi4py communicator."""
+import ctypes
+
+from . import _abi, _library, _lifetime
+from ._abi import Backend, Placement
+from .errors import invalid_argument
+
+
+class RankInfo:
+    """What one rank does (the paper's Algorithm 2): its group, its sequences and its token range.
+
+    The rank holds sequences [first_sequence, first_sequence + num_sequences) of each micro-batch and, of each
+    of them, tokens [token_begin, token_end) (0, 0 when queried with seq_len 0).
+    """
+
+    _FIELDS = ("world_size", "rank", "num_groups", "group_size", "group_index", "group_position", "micro_batch",
+               "first_sequence", "num_sequences", "seq_len", "token_begin", "token_end")
+
+    def __init__(self, struct):
+        for name in self._FIELDS:
+            setattr(self, name, int(getattr(struct, name)))
+
+    @property
+    def sequences(self):
+        """slice of the micro-batch's sequences this rank holds."""
+        return slice(self.first_sequence, self.first_sequence + self.num_sequences)
+
+    @property
+    def tokens(self):
+        """slice of each sequence's tokens this rank holds."""
+        return slice(self.token_begin, self.token_end)
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in self._FIELDS}
+
+    def __eq__(self, other):
+        return isinstance(other, RankInfo) and self.as_dict() == other.as_dict()
+
+    def __repr__(self):
+        return "RankInfo(%s)" % ", ".join("%s=%d" % kv for kv in self.as_dict().items())
+
+
+def _fortran_handle(mpi_comm):
+    """An mpi4py communicator (or its Fortran handle as an int) -> basp_mpi_fint_t."""
+    if hasattr(mpi_comm, "py2f"):
+        return int(mpi_comm.py2f())
+    if isinstance(mpi_comm, int) and not isinstance(mpi_comm, bool):
+        return mpi_comm
+    raise invalid_argument("basp.Comm: mpi_comm (%r, a %s) is neither an mpi4py communicator nor a Fortran "
+                           "communicator handle (int)" % (mpi_comm, type(mpi_comm).__name__))
+
+
+def _enum_value(enum_type, value, name):
+    """An enum member, its name ("nccl") or its int -> int; unknown ints go to the library to be named there."""
+    if isinstance(value, str):
+        try:
+            return int(enum_type[value.upper()])
+        except KeyError:
+            raise invalid_argument("basp.Comm: %s (%r) is not one of %s" % (
+                name, value, ", ".join(m.name.lower() for m in enum_type))) from None
+    return int(value)
+
+
+class Comm:
+    """Collective over `mpi_comm`: splits it into G groups of K ranks for micro-batches of `micro_batch` sequences.
+
+    num_groups: None (or -1) = gcd(N, B), the BASP rule; 1 = DeepSpeed-Ulysses; otherwise a divisor of N and B.
+    backend: Backend.MPI (host memory) or Backend.NCCL (device memory; needs a libbasp built with NCCL).
+    config: a ready basp.CommConfig (overrides the keyword arguments), for callers that need every field.
+    """
+
+    def __init__(self, mpi_comm, micro_batch=None, num_groups=None, backend=Backend.MPI,
+                 placement=Placement.DEFAULT, config=None):
+        fint = _fortran_handle(mpi_comm)
+        if config is None:
+            if micro_batch is None:
+                raise invalid_argument("basp.Comm: micro_batch is required (sequences per micro-batch, B)")
+            config = _abi.CommConfig(micro_batch=int(micro_batch),
+                                     num_groups=-1 if num_groups is None else int(num_groups),
+                                     backend=_enum_value(Backend, backend, "backend"),
+                                     placement=_enum_value(Placement, placement, "placement"))
+        elif not isinstance(config, _abi.CommConfig):
+            raise invalid_argument("basp.Comm: config (a %s) is not a basp.CommConfig" % type(config).__name__)
+        lib = _library.lib()
+        handle = ctypes.c_void_p()
+        _library.check(lib.basp_comm_create_mpi(fint, ctypes.byref(config), ctypes.byref(handle)))
+        self._handle = handle.value
+        self._mpi_comm = mpi_comm
+        try:
+            self.backend = Backend(config.backend)
+        except ValueError:
+            self.backend = int(config.backend)
+        self._info = self.query()
+        _lifetime.track(self)
+
+    @property
+    def handle(self):
+        """The basp_comm_t as an int (None once closed)."""
+        return self._handle
+
+    # The calling rank's place, from one query at creation.
+    world_size = property(lambda self: self._info.world_size)
+    rank = property(lambda self: self._info.rank)
+    num_groups = property(lambda self: self._info.num_groups)
+    group_size = property(lambda self: self._info.group_size)
+    group_index = property(lambda self: self._info.group_index)
+    group_position = property(lambda self: self._info.group_position)
+    micro_batch = property(lambda self: self._info.micro_batch)
+
+    def query(self, seq_len=0, rank=-1):
+        """RankInfo of world rank `rank` (-1: the caller) for sequences of `seq_len` tokens (0: no token range)."""
+        info = _abi.RankInfoStruct()
+        _library.check(_library.lib().basp_comm_query(self._handle, int(rank), int(seq_len), ctypes.byref(info)))
+        return RankInfo(info)
+
+    def shard(self, seq_len, rank=-1):
+        """The data-loader helper (Algorithm 2): the sequences and token range `rank` holds. Same as query."""
+        return self.query(seq_len, rank)
+
+    def group_ranks(self, group_index=None):
+        """World ranks of group `group_index` (default: the caller's), ordered by position."""
+        g = self._info.group_index if group_index is None else int(group_index)
+        capacity = self._info.group_size
+        ranks = (ctypes.c_int32 * capacity)()
+        _library.check(_library.lib().basp_comm_group_ranks(self._handle, g, ranks, capacity))
+        return list(ranks)
+
+    def plan(self, seq_len, head_dim, num_heads, dtype, layout=_abi.Layout.BSHD):
+        """A basp.Plan on this comm (collective over the caller's group)."""
+        from .plan import Plan
+        return Plan(self, seq_len, head_dim, num_heads, dtype, layout)
+
+    def close(self):
+        """Destroys the comm (not collective). Plans made from it stay usable. Idempotent."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            _library.check(_library.lib().basp_comm_destroy(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- a destructor must not raise
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else "N=%d B=%d G=%d K=%d rank=%d group=%d position=%d" % (
+            self.world_size, self.micro_batch, self.num_groups, self.group_size, self.rank, self.group_index,
+            self.group_position)
+        return "basp.Comm(%s, backend=%s)" % (state, getattr(self.backend, "name", self.backend))

@@ -1,0 +1,36 @@
+"""basp.Error: every failure of the binding, whether the library or the binding's own checks found it."""
+from ._abi import Status
+
+
+class Error(Exception):
+    """A libbasp failure.
+
+    status   the basp_status_t (a basp.Status when the value is known, else the raw int)
+    message  the library's basp_last_error() text ("basp_plan_create: num_heads[0] (6) is not divisible by
+             group size (4)"), or, for checks the binding makes before calling the library (shapes, dtypes,
+             contiguity, devices), a message in the same style naming the Python argument and its value.
+    """
+
+    def __init__(self, status, message):
+        try:
+            status = Status(status)
+        except ValueError:
+            pass
+        self.status = status
+        self.message = message
+        super().__init__(status, message)
+
+    @property
+    def status_name(self):
+        """The C name of the status, as basp_status_string() spells it."""
+        if isinstance(self.status, Status):
+            return "BASP_" + self.status.name
+        return "unknown status"
+
+    def __str__(self):
+        return "%s: %s" % (self.status_name, self.message)
+
+
+def invalid_argument(message):
+    """The binding's own argument check failed: the library was not called."""
+    return Error(Status.ERROR_INVALID_ARGUMENT, message)

@@ -1,0 +1,169 @@
+"""PyTorch on libbasp: head scatter/gather as autograd functions and a BASP attention module.
+
+    q, k, v  sequence-sharded  [b_loc, S/K, H, D]   (each rank: B/G sequences, S/K tokens of each)
+      | head scatter (one exchange for Q, K and V; backward: head gather)
+    q, k, v  head-sharded      [b_loc, S, H/K, D]   (each rank: whole sequences, H/K heads)
+      | any local attention (K/V heads expanded here for GQA)
+    out      head-sharded      [b_loc, S, Hq/K, D]
+      | head gather (backward: head scatter)
+    out      sequence-sharded  [b_loc, S/K, Hq, D]
+
+Shapes are shown for the BSHD layout; SBHD puts the token dimension first. Plans are created on first use for
+each (S, dtype, device) and kept: every rank of a group must run the same forward/backward sequence.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import _arrays
+from ._abi import Layout
+from .comm import Comm
+from .errors import invalid_argument
+from .plan import Plan
+
+SCATTER = "scatter"
+GATHER = "gather"
+_INVERSE = {SCATTER: GATHER, GATHER: SCATTER}
+
+
+class Exchange(torch.autograd.Function):
+    """plan.scatter or plan.gather of all of a plan's tensors; its backward is the inverse exchange of the
+    gradients (itself an Exchange, so higher-order gradients work too)."""
+
+    @staticmethod
+    def forward(ctx, plan, direction, *tensors):
+        ctx.plan = plan
+        ctx.direction = direction
+        run = plan.scatter if direction == SCATTER else plan.gather
+        return tuple(run([t.contiguous() for t in tensors]))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        # Undefined gradients arrive as zeros (materialised by autograd); the exchange needs dense inputs.
+        inverse = Exchange.apply(ctx.plan, _INVERSE[ctx.direction], *[g.contiguous() for g in grads])
+        return (None, None) + tuple(inverse)
+
+
+def head_scatter(plan, *tensors):
+    """Sequence-sharded tensors -> head-sharded tensors (a tuple), differentiable."""
+    return Exchange.apply(plan, SCATTER, *tensors)
+
+
+def head_gather(plan, *tensors):
+    """Head-sharded tensors -> sequence-sharded tensors (a tuple), differentiable."""
+    return Exchange.apply(plan, GATHER, *tensors)
+
+
+def explicit_attention(q, k, v, causal=False):
+    """softmax(Q K^T / sqrt(D)) V on [b, h, S, D] tensors, masking j > i when causal."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        s_q, s_k = scores.shape[-2], scores.shape[-1]
+        future = torch.ones(s_q, s_k, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def default_attention(q, k, v, causal=False):
+    """PyTorch's scaled_dot_product_attention where this PyTorch has it (2.0+), else explicit_attention."""
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        return sdpa(q, k, v, is_causal=causal)
+    return explicit_attention(q, k, v, causal)
+
+
+class BaspAttention(torch.nn.Module):
+    """Attention over sequence-sharded Q, K, V with BASP redistribution around a local attention function.
+
+    comm          a basp.Comm (its group size K must divide num_heads and num_kv_heads)
+    num_heads     Hq, query heads of the whole model layer
+    head_dim      D
+    num_kv_heads  Hkv (default Hq); GQA when Hkv < Hq: each K/V head serves Hq/Hkv query heads, expanded locally
+                  after the exchange so only Hkv heads travel
+    causal        mask future tokens (token order is the global order: the exchange restores whole sequences)
+    attention     fn(q, k, v, causal) -> out on head-sharded [b, h, S, D] tensors (default: default_attention)
+    layout        "bshd" or "sbhd" (basp.Layout), the layout of q, k, v and of the output
+    """
+
+    def __init__(self, comm, num_heads, head_dim, num_kv_heads=None, causal=False, attention=None,
+                 layout=Layout.BSHD):
+        super().__init__()
+        if not isinstance(comm, Comm):
+            raise invalid_argument("basp.torch.BaspAttention: comm (a %s) is not a basp.Comm" % type(comm).__name__)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+            raise invalid_argument("basp.torch.BaspAttention: num_heads (%d) must be a positive multiple of "
+                                   "num_kv_heads (%d)" % (num_heads, num_kv_heads))
+        if head_dim <= 0:
+            raise invalid_argument("basp.torch.BaspAttention: head_dim (%d) must be positive" % head_dim)
+        self.comm = comm
+        self.num_heads = int(num_heads)
+        self.num_kv_heads = int(num_kv_heads)
+        self.head_dim = int(head_dim)
+        self.causal = bool(causal)
+        self.attention = attention if attention is not None else default_attention
+        self.layout = Layout[layout.upper()] if isinstance(layout, str) else Layout(layout)
+        self._plans = {}
+
+    def plans(self, seq_len, dtype, device):
+        """(qkv plan, output plan) for full sequences of seq_len tokens; created on first use (collective over
+        the group)."""
+        key = (int(seq_len), dtype, str(device))
+        if key not in self._plans:
+            basp_dtype = _arrays.basp_dtype(dtype, "dtype")
+            qkv = Plan(self.comm, seq_len, self.head_dim, [self.num_heads, self.num_kv_heads, self.num_kv_heads],
+                       basp_dtype, self.layout)
+            out = Plan(self.comm, seq_len, self.head_dim, [self.num_heads], basp_dtype, self.layout)
+            self._plans[key] = (qkv, out)
+        return self._plans[key]
+
+    def _check(self, name, x, heads):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise invalid_argument("basp.torch.BaspAttention: %s must be a 4-d torch.Tensor, got %s" % (
+                name, tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
+        if x.shape[2] != heads or x.shape[3] != self.head_dim:
+            raise invalid_argument("basp.torch.BaspAttention: %s has shape %s: expected %d heads of dim %d in "
+                                   "dims 2 and 3 (%s)" % (name, tuple(x.shape), heads, self.head_dim,
+                                                          self.layout.name))
+
+    def forward(self, q, k, v):
+        """q [b_loc, S/K, Hq, D], k and v [b_loc, S/K, Hkv, D] (BSHD; SBHD swaps the first two) -> the
+        attention output, sequence-sharded like q."""
+        self._check("q", q, self.num_heads)
+        self._check("k", k, self.num_kv_heads)
+        self._check("v", v, self.num_kv_heads)
+        for name, x in (("k", k), ("v", v)):
+            if x.shape[:2] != q.shape[:2] or x.dtype != q.dtype or x.device != q.device:
+                raise invalid_argument("basp.torch.BaspAttention: %s (%s, %s, %s) does not match q (%s, %s, %s) "
+                                       "in the first two dims, dtype and device" % (
+                                           name, tuple(x.shape), x.dtype, x.device, tuple(q.shape), q.dtype,
+                                           q.device))
+        s_dim = 1 if self.layout == Layout.BSHD else 0
+        seq_len = q.shape[s_dim] * self.comm.group_size
+        qkv_plan, out_plan = self.plans(seq_len, q.dtype, q.device)
+        qh, kh, vh = head_scatter(qkv_plan, q, k, v)
+        # -> [b, h, S, D] for the attention function.
+        to_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (1, 2, 0, 3)
+        qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:
+            # Local query head i is global head l*Hq/K + i; it reads global K/V head (l*Hq/K + i) / group =
+            # l*Hkv/K + i / group, i.e. local K/V head i / group.
+            kh = kh.repeat_interleave(group, dim=1)
+            vh = vh.repeat_interleave(group, dim=1)
+        out = self.attention(qh, kh, vh, self.causal)
+        from_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (2, 0, 1, 3)
+        (out,) = head_gather(out_plan, out.permute(*from_bhsd).contiguous())
+        return out
+
+    def close(self):
+        """Destroys the cached plans (not collective)."""
+        for qkv, out in self._plans.values():
+            qkv.close()
+            out.close()
+        self._plans.clear()
+
+    def extra_repr(self):
+        return "num_heads=%d, num_kv_heads=%d, head_dim=%d, causal=%s, layout=%s, K=%d" % (
+            self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, self.comm.group_size)

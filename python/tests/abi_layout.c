@@ -1,0 +1,136 @@
+/* Prints, as JSON, what python/basp/_abi.py mirrors from basp.h: struct sizes, field offsets and sizes, the
+ * bytes of each ..._INITIALIZER, enum values and constants. test_abi.py compares the ctypes mirror with it. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "basp/basp.h"
+
+#define FIELD(T, f, sep) \
+  printf("      {\"name\": \"%s\", \"offset\": %zu, \"size\": %zu}%s\n", #f, offsetof(T, f), sizeof(((T*)0)->f), sep)
+#define CONST(name, sep) printf("    \"%s\": %lld%s\n", #name, (long long)(name), sep)
+
+static void print_bytes(const void* p, size_t n) {
+  const unsigned char* b = (const unsigned char*)p;
+  size_t i;
+  printf("\"");
+  for (i = 0; i < n; ++i) printf("%02x", b[i]);
+  printf("\"");
+}
+
+#define STRUCT_BEGIN(T, init_value, first)                                                           \
+  do {                                                                                               \
+    T init_ = init_value;                                                                            \
+    printf("%s  \"%s\": {\n    \"sizeof\": %zu,\n    \"initializer\": ", first ? "" : ",\n", #T, sizeof(T)); \
+    print_bytes(&init_, sizeof(T));                                                                  \
+    printf(",\n    \"fields\": [\n");                                                        \
+  } while (0)
+#define STRUCT_END() printf("    ]\n  }")
+
+int main(void) {
+  printf("{\n\"structs\": {\n");
+  STRUCT_BEGIN(basp_comm_config_v1, BASP_COMM_CONFIG_INITIALIZER, 1);
+  FIELD(basp_comm_config_v1, size, ",");
+  FIELD(basp_comm_config_v1, magic, ",");
+  FIELD(basp_comm_config_v1, version, ",");
+  FIELD(basp_comm_config_v1, micro_batch, ",");
+  FIELD(basp_comm_config_v1, num_groups, ",");
+  FIELD(basp_comm_config_v1, backend, ",");
+  FIELD(basp_comm_config_v1, placement, ",");
+  FIELD(basp_comm_config_v1, reserved0, "");
+  STRUCT_END();
+
+  STRUCT_BEGIN(basp_rank_info_v1, BASP_RANK_INFO_INITIALIZER, 0);
+  FIELD(basp_rank_info_v1, size, ",");
+  FIELD(basp_rank_info_v1, magic, ",");
+  FIELD(basp_rank_info_v1, version, ",");
+  FIELD(basp_rank_info_v1, world_size, ",");
+  FIELD(basp_rank_info_v1, rank, ",");
+  FIELD(basp_rank_info_v1, num_groups, ",");
+  FIELD(basp_rank_info_v1, group_size, ",");
+  FIELD(basp_rank_info_v1, group_index, ",");
+  FIELD(basp_rank_info_v1, group_position, ",");
+  FIELD(basp_rank_info_v1, micro_batch, ",");
+  FIELD(basp_rank_info_v1, first_sequence, ",");
+  FIELD(basp_rank_info_v1, num_sequences, ",");
+  FIELD(basp_rank_info_v1, seq_len, ",");
+  FIELD(basp_rank_info_v1, token_begin, ",");
+  FIELD(basp_rank_info_v1, token_end, "");
+  STRUCT_END();
+
+  STRUCT_BEGIN(basp_plan_desc_v1, BASP_PLAN_DESC_INITIALIZER, 0);
+  FIELD(basp_plan_desc_v1, size, ",");
+  FIELD(basp_plan_desc_v1, magic, ",");
+  FIELD(basp_plan_desc_v1, version, ",");
+  FIELD(basp_plan_desc_v1, layout, ",");
+  FIELD(basp_plan_desc_v1, dtype, ",");
+  FIELD(basp_plan_desc_v1, seq_len, ",");
+  FIELD(basp_plan_desc_v1, head_dim, ",");
+  FIELD(basp_plan_desc_v1, num_tensors, ",");
+  FIELD(basp_plan_desc_v1, reserved0, ",");
+  FIELD(basp_plan_desc_v1, num_heads, "");
+  STRUCT_END();
+
+  STRUCT_BEGIN(basp_plan_info_v1, BASP_PLAN_INFO_INITIALIZER, 0);
+  FIELD(basp_plan_info_v1, size, ",");
+  FIELD(basp_plan_info_v1, magic, ",");
+  FIELD(basp_plan_info_v1, version, ",");
+  FIELD(basp_plan_info_v1, num_tensors, ",");
+  FIELD(basp_plan_info_v1, group_size, ",");
+  FIELD(basp_plan_info_v1, local_sequences, ",");
+  FIELD(basp_plan_info_v1, local_tokens, ",");
+  FIELD(basp_plan_info_v1, workspace_bytes, ",");
+  FIELD(basp_plan_info_v1, seq_sharded_elems, ",");
+  FIELD(basp_plan_info_v1, head_sharded_elems, ",");
+  FIELD(basp_plan_info_v1, bytes_sent_per_exchange, "");
+  STRUCT_END();
+  printf("\n},\n");
+
+  printf("\"constants\": {\n");
+  CONST(BASP_VERSION_MAJOR, ",");
+  CONST(BASP_VERSION_MINOR, ",");
+  CONST(BASP_VERSION_PATCH, ",");
+  CONST(BASP_MAX_TENSORS, ",");
+  CONST(BASP_COMM_CONFIG_MAGIC, ",");
+  CONST(BASP_COMM_CONFIG_VERSION, ",");
+  CONST(BASP_RANK_INFO_MAGIC, ",");
+  CONST(BASP_RANK_INFO_VERSION, ",");
+  CONST(BASP_PLAN_DESC_MAGIC, ",");
+  CONST(BASP_PLAN_DESC_VERSION, ",");
+  CONST(BASP_PLAN_INFO_MAGIC, ",");
+  CONST(BASP_PLAN_INFO_VERSION, ",");
+  CONST(sizeof(basp_mpi_fint_t), ",");
+  CONST(sizeof(basp_status_t), ",");
+  CONST(BASP_SUCCESS, ",");
+  CONST(BASP_ERROR_INVALID_ARGUMENT, ",");
+  CONST(BASP_ERROR_NULL_POINTER, ",");
+  CONST(BASP_ERROR_INVALID_HANDLE, ",");
+  CONST(BASP_ERROR_BAD_STRUCT, ",");
+  CONST(BASP_ERROR_UNSUPPORTED, ",");
+  CONST(BASP_ERROR_OUT_OF_MEMORY, ",");
+  CONST(BASP_ERROR_MPI, ",");
+  CONST(BASP_ERROR_CUDA, ",");
+  CONST(BASP_ERROR_NCCL, ",");
+  CONST(BASP_ERROR_INTERNAL, ",");
+  CONST(BASP_STATUS_COUNT, ",");
+  CONST(BASP_BACKEND_MPI, ",");
+  CONST(BASP_BACKEND_NCCL, ",");
+  CONST(BASP_BACKEND_COUNT, ",");
+  CONST(BASP_PLACEMENT_DEFAULT, ",");
+  CONST(BASP_PLACEMENT_CONTIGUOUS, ",");
+  CONST(BASP_PLACEMENT_COUNT, ",");
+  CONST(BASP_LAYOUT_BSHD, ",");
+  CONST(BASP_LAYOUT_SBHD, ",");
+  CONST(BASP_LAYOUT_COUNT, ",");
+  CONST(BASP_DTYPE_BYTE, ",");
+  CONST(BASP_DTYPE_FP8_E4M3, ",");
+  CONST(BASP_DTYPE_FP8_E5M2, ",");
+  CONST(BASP_DTYPE_FP16, ",");
+  CONST(BASP_DTYPE_BF16, ",");
+  CONST(BASP_DTYPE_FP32, ",");
+  CONST(BASP_DTYPE_FP64, ",");
+  CONST(BASP_DTYPE_INT32, ",");
+  CONST(BASP_DTYPE_INT64, ",");
+  CONST(BASP_DTYPE_COUNT, "");
+  printf("}\n}\n");
+  return 0;
+}

@@ -1,0 +1,66 @@
+"""A tiny runner for the Python tests (no pytest dependency): runs every test_* function of a module in
+order, prints one line per test, and on the first failure prints the traceback and aborts every MPI rank, so a
+failure mid-collective can never leave the other ranks hanging."""
+import sys
+import traceback
+
+
+class Checks:
+    """Counts assertions so that a test that checked nothing is reported as a failure."""
+
+    def __init__(self):
+        self.count = 0
+
+    def true(self, cond, what):
+        self.count += 1
+        if not cond:
+            raise AssertionError(what)
+
+    def equal(self, got, expected, what):
+        self.count += 1
+        if got != expected:
+            raise AssertionError("%s: got %r, expected %r" % (what, got, expected))
+
+
+check = Checks()
+
+
+def expect_error(fn, status, *fragments):
+    """fn() must raise basp.Error with `status` and a message containing every fragment; returns the error."""
+    import basp
+    try:
+        fn()
+    except basp.Error as e:
+        check.equal(e.status, status, "status of %s" % e)
+        for f in fragments:
+            check.true(f in e.message, "message %r lacks %r" % (e.message, f))
+        return e
+    raise AssertionError("no basp.Error (expected %s with %r)" % (status, fragments))
+
+
+def run(module_globals, mpi_comm=None, argv=None):
+    rank = mpi_comm.Get_rank() if mpi_comm is not None else 0
+    size = mpi_comm.Get_size() if mpi_comm is not None else 1
+    only = (argv or [])[1:]
+    tests = [(name, fn) for name, fn in module_globals.items()
+             if name.startswith("test_") and callable(fn) and (not only or name in only)]
+    if not tests:
+        print("no tests selected", flush=True)
+        sys.exit(1)
+    for name, fn in tests:
+        before = check.count
+        try:
+            fn()
+            if check.count == before:
+                raise AssertionError("the test checked nothing")
+        except BaseException:  # noqa: BLE001 -- report everything, then abort all ranks
+            print("[rank %d/%d] FAIL %s\n%s" % (rank, size, name, traceback.format_exc()), flush=True)
+            if mpi_comm is not None and size > 1:
+                mpi_comm.Abort(1)
+            sys.exit(1)
+        if mpi_comm is not None:
+            mpi_comm.Barrier()
+        if rank == 0:
+            print("ok %s (%d checks on rank 0)" % (name, check.count - before), flush=True)
+    if rank == 0:
+        print("all %d tests passed on %d rank(s)" % (len(tests), size), flush=True)
