@@ -1,0 +1,289 @@
+// basp_layout_cost: the price of the layout. For each micro-batch B and each mode (Ulysses: one group of N;
+// BASP: G = gcd(N, B) groups of K), times basp_scatter, basp_gather and a bare MPI_Alltoall of the same bytes
+// per rank over the same K ranks, alternated within each run (the order rotates from run to run), and reports
+// medians over the runs and the ratios scatter/alltoall and gather/alltoall. One run's time is the slowest
+// rank's. Before timing, one scatter and one gather are checked bit-exactly.
+//
+// usage: mpirun -np 8 basp_layout_cost [-b 64M] [-n 10] [-w 2] [-B 1,2,4,8] [--heads 32] [--head-dim 128]
+//                                      [-d bf16] [--layout bshd] [-c 1] [-J results.json]
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "basp/basp.hpp"
+#include "perf_args.h"
+#include "perf_check.h"
+#include "perf_json.h"
+#include "perf_memory.h"
+#include "perf_mpi.h"
+#include "perf_shape.h"
+
+namespace basp::bench {
+namespace {
+
+constexpr const char* kProgram = "basp_layout_cost";
+constexpr uint64_t kSeed = 0x6c61796f7574ull;
+
+struct CostOptions {
+  int64_t bytes = 64 << 20;
+  int32_t runs = 10;
+  int32_t warmup = 2;
+  std::vector<int64_t> micro_batches{1, 2, 4, 8};
+  int64_t heads = 32;
+  int64_t head_dim = 128;
+  basp_dtype_t dtype = BASP_DTYPE_BF16;
+  basp_layout_t layout = BASP_LAYOUT_BSHD;
+  int32_t check = 1;
+  std::string json_path;
+};
+
+CostOptions parse(int argc, char** argv) {
+  CostOptions o;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (a + 1 >= argc) throw ArgError(arg == "-h" || arg == "--help" ? "usage: see the comment at the top of bench/layout_cost.cpp"
+                                                                     : "unknown option or missing value: '" + arg + "'");
+    const std::string v = argv[++a];
+    if (arg == "-b") o.bytes = parse_size(v, "-b");
+    else if (arg == "-n") o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
+    else if (arg == "-w") o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000));
+    else if (arg == "-B") o.micro_batches = parse_int_list(v, "-B", 1, 1000000);
+    else if (arg == "--heads") o.heads = parse_int(v, "--heads", 1, 1000000);
+    else if (arg == "--head-dim") o.head_dim = parse_int(v, "--head-dim", 1, 1000000);
+    else if (arg == "-d") o.dtype = parse_dtype(v);
+    else if (arg == "--layout") o.layout = parse_layout(v);
+    else if (arg == "-c") o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
+    else if (arg == "-J") o.json_path = v;
+    else throw ArgError("unknown option '" + arg + "'");
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Result {
+  int64_t micro_batch = 0;
+  std::string mode;
+  int32_t groups = 0;
+  int32_t k = 0;
+  int64_t seq_len = 0;
+  int64_t bytes = 0;
+  double scatter_ms = 0;
+  double gather_ms = 0;
+  double alltoall_ms = 0;
+  int64_t wrong = -1;
+};
+
+class LayoutCost {
+ public:
+  LayoutCost(const CostOptions& o, MPI_Comm world) : o_(o), world_(world) {
+    MPI_Comm_rank(world_, &rank_);
+    MPI_Comm_size(world_, &size_);
+    elem_ = static_cast<int64_t>(basp_dtype_size(o_.dtype));
+  }
+
+  int run() {
+    const std::vector<Exchange> one_tensor{{Direction::kScatter, {o_.heads}}};
+    const int64_t token_bytes = bytes_per_token(one_tensor, o_.head_dim, elem_);
+    rows_ = shape_rows({o_.bytes}, o_.micro_batches, size_, token_bytes, elem_);
+    int64_t max_bytes = 0;
+    for (const RowShape& r : rows_) max_bytes = std::max(max_bytes, r.bytes);
+    memory_ = make_host_memory();
+    for (Buffer* b : {&seq_in_, &head_out_, &seq_back_, &a2a_send_, &a2a_recv_}) {
+      *b = Buffer(*memory_, static_cast<size_t>(max_bytes));
+    }
+    print("# " + std::string(kProgram) + ": basp_scatter and basp_gather against a bare MPI_Alltoall of the same "
+          "bytes over the same K ranks\n# nranks " + std::to_string(size_) + ", one tensor of heads " +
+          std::to_string(o_.heads) + " head-dim " + std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " +
+          layout_name(o_.layout) + ", runs " + std::to_string(o_.runs) + " (median of the slowest rank's time), "
+          "warmup " + std::to_string(o_.warmup) + "\n# " + utc_date() + "\n#\n");
+    print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
+          "gather/a2a  #wrong\n");
+    int64_t total_wrong = 0;
+    for (const RowShape& r : rows_) {
+      for (int32_t groups : {1, -1}) {
+        Result res;
+        if (!measure(r, groups, res)) return 3;
+        if (groups == -1 && res.groups == 1) {  // gcd(N, B) = 1: BASP is Ulysses, measured on the line above
+          continue;
+        }
+        results_.push_back(res);
+        total_wrong += std::max<int64_t>(res.wrong, 0);
+        char line[256];
+        std::snprintf(line, sizeof line, "%6lld %8s %4d %4d %10lld %11lld %12.2f %11.2f %13.2f %12.2f %11.2f %7s\n",
+                      static_cast<long long>(res.micro_batch), res.mode.c_str(), res.groups, res.k,
+                      static_cast<long long>(res.seq_len), static_cast<long long>(res.bytes), res.scatter_ms,
+                      res.gather_ms, res.alltoall_ms, res.scatter_ms / res.alltoall_ms,
+                      res.gather_ms / res.alltoall_ms, res.wrong < 0 ? "N/A" : std::to_string(res.wrong).c_str());
+        print(line);
+      }
+    }
+    print_comparison();
+    print(o_.check ? "# Out of bounds values : " + std::to_string(total_wrong) + (total_wrong ? " FAILED\n" : " OK\n")
+                   : std::string("# Out of bounds values : N/A (not checked: -c 0)\n"));
+    write_json(total_wrong);
+    return total_wrong ? 1 : 0;
+  }
+
+ private:
+  void print(const std::string& s) const {
+    if (rank_ == 0) {
+      std::fputs(s.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+
+  // Ulysses vs BASP for every B where they differ: scatter + gather of the same bytes.
+  void print_comparison() const {
+    print("#\n# BASP vs Ulysses (median scatter + gather)\n#    B  ulysses(ms)  basp(ms)  ulysses/basp\n");
+    for (const Result& u : results_) {
+      if (u.mode != "ulysses") continue;
+      for (const Result& b : results_) {
+        if (b.mode != "basp" || b.micro_batch != u.micro_batch) continue;
+        char line[128];
+        const double tu = u.scatter_ms + u.gather_ms;
+        const double tb = b.scatter_ms + b.gather_ms;
+        std::snprintf(line, sizeof line, "%6lld %12.2f %9.2f %13.2f\n", static_cast<long long>(u.micro_batch), tu,
+                      tb, tu / tb);
+        print(line);
+      }
+    }
+  }
+
+  bool measure(const RowShape& r, int32_t requested_groups, Result& res) {
+    basp::Comm comm;
+    basp::Plan plan;
+    basp::RankInfo info;
+    MPI_Comm group = MPI_COMM_NULL;
+    const bool ok = all_succeed(world_, kProgram, [&] {
+      basp::CommConfig cfg;
+      cfg.micro_batch = r.micro_batch;
+      cfg.num_groups = requested_groups;
+      comm = basp::Comm::from_mpi(MPI_Comm_c2f(world_), cfg);
+      info = comm.query(r.seq_len);
+      plan = basp::Plan(comm, basp::PlanDesc::make(o_.layout, o_.dtype, r.seq_len, o_.head_dim, {o_.heads}));
+    });
+    if (!ok) return false;
+    // The bare all-to-all runs over the same ranks the plan exchanges with.
+    MPI_Comm_split(world_, info.group_index, info.group_position, &group);
+    res.micro_batch = r.micro_batch;
+    res.mode = requested_groups == 1 ? "ulysses" : "basp";
+    res.groups = info.num_groups;
+    res.k = info.group_size;
+    res.seq_len = r.seq_len;
+    res.bytes = r.bytes;
+    if (res.groups == 1 && requested_groups == -1) {
+      MPI_Comm_free(&group);
+      return true;
+    }
+    const void* in[] = {seq_in_.get()};
+    void* mid[] = {head_out_.get()};
+    const void* mid_c[] = {head_out_.get()};
+    void* back[] = {seq_back_.get()};
+    const int per_peer = static_cast<int>(r.bytes / info.group_size);
+    auto scatter = [&] { plan.scatter(in, mid); };
+    auto gather = [&] { plan.gather(mid_c, back); };
+    auto alltoall = [&] {
+      MPI_Alltoall(a2a_send_.get(), per_peer, MPI_BYTE, a2a_recv_.get(), per_peer, MPI_BYTE, group);
+    };
+    try {
+      if (o_.check) {
+        const Shard seq = seq_shard(info, o_.layout, elem_, o_.head_dim, o_.heads);
+        const Shard head = head_shard(info, o_.layout, elem_, o_.head_dim, o_.heads);
+        fill_expected(seq, kSeed, 0, seq_in_.get());
+        memory_->fill(head_out_.get(), kCheckPoison, static_cast<size_t>(head.bytes()));
+        memory_->fill(seq_back_.get(), kCheckPoison, static_cast<size_t>(seq.bytes()));
+        scatter();
+        gather();
+        int64_t wrong = count_wrong(head, kSeed, 0, head_out_.get()) + count_wrong(seq, kSeed, 0, seq_back_.get());
+        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
+        res.wrong = wrong;
+      }
+      for (int32_t i = 0; i < o_.warmup; ++i) {
+        scatter();
+        gather();
+        alltoall();
+      }
+      std::vector<double> times[3];
+      for (int32_t run = 0; run < o_.runs; ++run) {
+        for (int i = 0; i < 3; ++i) {
+          const int which = (run + i) % 3;
+          MPI_Barrier(world_);
+          const double t0 = MPI_Wtime();
+          if (which == 0) scatter();
+          else if (which == 1) gather();
+          else alltoall();
+          double t = MPI_Wtime() - t0;
+          MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world_);
+          times[which].push_back(t);
+        }
+      }
+      res.scatter_ms = median(times[0]) * 1e3;
+      res.gather_ms = median(times[1]) * 1e3;
+      res.alltoall_ms = median(times[2]) * 1e3;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
+      MPI_Abort(world_, 3);
+    }
+    MPI_Comm_free(&group);
+    return true;
+  }
+
+  void write_json(int64_t total_wrong) const {
+    if (rank_ != 0 || o_.json_path.empty()) return;
+    std::ofstream out(o_.json_path);
+    out << "{\n  \"program\": \"" << kProgram << "\",\n  \"date\": " << json_string(utc_date())
+        << ",\n  \"nranks\": " << size_ << ",\n  \"backend\": \"mpi\",\n  \"heads\": " << o_.heads
+        << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"dtype\": " << json_string(dtype_name(o_.dtype))
+        << ",\n  \"layout\": " << json_string(layout_name(o_.layout)) << ",\n  \"runs\": " << o_.runs
+        << ",\n  \"warmup\": " << o_.warmup << ",\n  \"results\": [";
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const Result& r = results_[i];
+      out << (i ? ",\n" : "\n") << "    {\"B\": " << r.micro_batch << ", \"mode\": " << json_string(r.mode)
+          << ", \"G\": " << r.groups << ", \"K\": " << r.k << ", \"S\": " << r.seq_len << ", \"size\": " << r.bytes
+          << ", \"scatter_ms\": " << json_number(r.scatter_ms) << ", \"gather_ms\": " << json_number(r.gather_ms)
+          << ", \"alltoall_ms\": " << json_number(r.alltoall_ms)
+          << ", \"wrong\": " << (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong)) << "}";
+    }
+    out << "\n  ],\n  \"out_of_bounds\": " << (o_.check ? std::to_string(total_wrong) : std::string("null"))
+        << "\n}\n";
+  }
+
+  CostOptions o_;
+  MPI_Comm world_;
+  int rank_ = 0;
+  int size_ = 1;
+  int64_t elem_ = 0;
+  std::vector<RowShape> rows_;
+  std::unique_ptr<MemoryContext> memory_;
+  Buffer seq_in_, head_out_, seq_back_, a2a_send_, a2a_recv_;
+  std::vector<Result> results_;
+};
+
+}  // namespace
+}  // namespace basp::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  try {
+    const basp::bench::CostOptions o = basp::bench::parse(argc, argv);
+    code = basp::bench::LayoutCost(o, MPI_COMM_WORLD).run();
+  } catch (const basp::bench::ArgError& e) {
+    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", basp::bench::kProgram, e.what());
+    code = 2;
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,346 @@
+#include "perf_args.h"
+
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+
+namespace basp::bench {
+namespace {
+
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+[[noreturn]] void bad(const char* option, const std::string& text, const std::string& why) {
+  throw ArgError(std::string(option) + " (" + quoted(text) + "): " + why);
+}
+
+// Whether this build's basp.h has BASP_PLACEMENT_TOPOLOGY (another release adds it): the enumerator is looked
+// up through the enum type, so its absence is a substitution failure rather than a compile error.
+template <typename E, typename = void>
+struct TopologyPlacement {
+  static constexpr int32_t value = -1;
+};
+template <typename E>
+struct TopologyPlacement<E, std::void_t<decltype(E::BASP_PLACEMENT_TOPOLOGY)>> {
+  static constexpr int32_t value = static_cast<int32_t>(E::BASP_PLACEMENT_TOPOLOGY);
+};
+constexpr int32_t kPlacementTopology = TopologyPlacement<basp_placement_t>::value;
+
+struct Named {
+  const char* name;
+  int32_t value;
+};
+
+constexpr Named kDtypes[] = {
+    {"byte", BASP_DTYPE_BYTE},         {"uint8", BASP_DTYPE_BYTE},       {"int8", BASP_DTYPE_BYTE},
+    {"fp8_e4m3", BASP_DTYPE_FP8_E4M3}, {"fp8_e5m2", BASP_DTYPE_FP8_E5M2}, {"fp16", BASP_DTYPE_FP16},
+    {"half", BASP_DTYPE_FP16},         {"bf16", BASP_DTYPE_BF16},         {"bfloat16", BASP_DTYPE_BF16},
+    {"fp32", BASP_DTYPE_FP32},         {"float", BASP_DTYPE_FP32},        {"fp64", BASP_DTYPE_FP64},
+    {"double", BASP_DTYPE_FP64},       {"int32", BASP_DTYPE_INT32},       {"int64", BASP_DTYPE_INT64},
+};
+
+template <size_t N>
+int32_t lookup(const Named (&table)[N], const std::string& text, const char* option) {
+  for (const Named& n : table) {
+    if (text == n.name) return n.value;
+  }
+  std::string choices;
+  for (const Named& n : table) choices += std::string(choices.empty() ? "" : ", ") + n.name;
+  bad(option, text, "unknown value; expected one of: " + choices);
+}
+
+// Options that take a value, by their spelling on the command line.
+enum class Opt {
+  kMinBytes, kMaxBytes, kStepBytes, kStepFactor, kIters, kWarmup, kCheck, kDtype, kBlocking, kGraph, kAverage,
+  kJson, kMicroBatch, kMode, kLayout, kHeads, kKvHeads, kHeadDim, kBackend, kPlacement, kCorrupt,
+};
+
+struct OptSpec {
+  const char* short_name;  // "-b", or nullptr
+  const char* long_name;   // "--minbytes", or nullptr
+  Opt opt;
+};
+
+constexpr OptSpec kOpts[] = {
+    {"-b", "--minbytes", Opt::kMinBytes},   {"-e", "--maxbytes", Opt::kMaxBytes},
+    {"-i", "--stepbytes", Opt::kStepBytes}, {"-f", "--stepfactor", Opt::kStepFactor},
+    {"-n", "--iters", Opt::kIters},         {"-w", "--warmup_iters", Opt::kWarmup},
+    {"-c", "--check", Opt::kCheck},         {"-d", "--datatype", Opt::kDtype},
+    {"-z", "--blocking", Opt::kBlocking},   {"-G", "--cudagraph", Opt::kGraph},
+    {"-a", "--average", Opt::kAverage},     {"-J", "--output_file", Opt::kJson},
+    {"-B", "--micro-batch", Opt::kMicroBatch}, {nullptr, "--mode", Opt::kMode},
+    {nullptr, "--layout", Opt::kLayout},    {nullptr, "--heads", Opt::kHeads},
+    {nullptr, "--kv-heads", Opt::kKvHeads}, {nullptr, "--head-dim", Opt::kHeadDim},
+    {nullptr, "--backend", Opt::kBackend},  {nullptr, "--placement", Opt::kPlacement},
+    {nullptr, "--corrupt", Opt::kCorrupt},
+};
+
+constexpr int64_t kMaxCount = 1000000000;  // iterations, heads, head dim, micro-batch: far above any real use
+
+void apply(PerfOptions& o, Opt opt, const char* name, const std::string& v) {
+  switch (opt) {
+    case Opt::kMinBytes: o.min_bytes = parse_size(v, name); break;
+    case Opt::kMaxBytes: o.max_bytes = parse_size(v, name); break;
+    case Opt::kStepBytes: o.step_bytes = parse_size(v, name); break;
+    case Opt::kStepFactor: o.step_factor = parse_int(v, name, 1, 1024); break;
+    case Opt::kIters: o.iters = static_cast<int32_t>(parse_int(v, name, 1, kMaxCount)); break;
+    case Opt::kWarmup: o.warmup_iters = static_cast<int32_t>(parse_int(v, name, 0, kMaxCount)); break;
+    case Opt::kCheck: o.check = static_cast<int32_t>(parse_int(v, name, 0, 1)); break;
+    case Opt::kDtype: o.dtype = static_cast<basp_dtype_t>(lookup(kDtypes, v, name)); break;
+    case Opt::kBlocking: o.blocking = static_cast<int32_t>(parse_int(v, name, 0, 1)); break;
+    case Opt::kGraph: o.graph_launches = static_cast<int32_t>(parse_int(v, name, 0, kMaxCount)); break;
+    case Opt::kAverage: o.average = static_cast<int32_t>(parse_int(v, name, 0, 3)); break;
+    case Opt::kJson:
+      if (v.empty()) bad(name, v, "empty file name");
+      o.json_path = v;
+      break;
+    case Opt::kMicroBatch: o.micro_batches = parse_int_list(v, name, 1, kMaxCount); break;
+    case Opt::kMode: o.mode = parse_mode(v); break;
+    case Opt::kLayout: o.layout = parse_layout(v); break;
+    case Opt::kHeads: o.heads = parse_int(v, name, 1, kMaxCount); break;
+    case Opt::kKvHeads: o.kv_heads = parse_int(v, name, 1, kMaxCount); break;
+    case Opt::kHeadDim: o.head_dim = parse_int(v, name, 1, kMaxCount); break;
+    case Opt::kBackend: o.backend = parse_backend(v); break;
+    case Opt::kPlacement: o.placement = parse_placement(v); break;
+    case Opt::kCorrupt: o.corrupt = static_cast<int32_t>(parse_int(v, name, 0, kMaxCount)); break;
+  }
+}
+
+}  // namespace
+
+int64_t parse_size(const std::string& text, const char* option) {
+  if (text.empty()) bad(option, text, "empty size");
+  size_t i = 0;
+  int64_t value = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    value = value * 10 + (text[i] - '0');
+    // Stop before the next digit could overflow: anything this large is out of range anyway.
+    if (value > kMaxBytes) bad(option, text, "larger than the maximum " + std::to_string(kMaxBytes) + " bytes (1T)");
+  }
+  if (i == 0) bad(option, text, "not a size: expected digits with an optional K, M or G suffix");
+  int64_t unit = 1;
+  if (i < text.size()) {
+    switch (text[i]) {
+      case 'K': case 'k': unit = int64_t{1} << 10; break;
+      case 'M': case 'm': unit = int64_t{1} << 20; break;
+      case 'G': case 'g': unit = int64_t{1} << 30; break;
+      default: bad(option, text, "not a size: expected digits with an optional K, M or G suffix");
+    }
+    ++i;
+  }
+  if (i != text.size()) bad(option, text, "not a size: unexpected characters after the suffix");
+  if (value > kMaxBytes / unit) {
+    bad(option, text, "larger than the maximum " + std::to_string(kMaxBytes) + " bytes (1T)");
+  }
+  if (value == 0) bad(option, text, "must be positive");
+  return value * unit;
+}
+
+int64_t parse_int(const std::string& text, const char* option, int64_t lo, int64_t hi) {
+  size_t i = 0;
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative) i = 1;
+  if (i == text.size()) bad(option, text, "not an integer");
+  int64_t value = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') bad(option, text, "not an integer");
+    value = value * 10 + (text[i] - '0');
+    if (value > hi + 1 || value > kMaxCount * 10) {  // beyond any bound: stop before overflow
+      bad(option, text, "out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    }
+  }
+  if (negative) value = -value;
+  if (value < lo || value > hi) bad(option, text, "out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+  return value;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const char* option, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) bad(option, text, "empty item in the list (expected e.g. 1,2,4,8)");
+    try {
+      out.push_back(parse_int(item, option, lo, hi));
+    } catch (const ArgError& e) {
+      bad(option, text, std::string("item ") + quoted(item) + " is not an integer in " + std::to_string(lo) + ".." +
+                            std::to_string(hi));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+basp_dtype_t parse_dtype(const std::string& text) {
+  return static_cast<basp_dtype_t>(lookup(kDtypes, text, "-d"));
+}
+
+basp_layout_t parse_layout(const std::string& text) {
+  constexpr Named kLayouts[] = {{"bshd", BASP_LAYOUT_BSHD}, {"sbhd", BASP_LAYOUT_SBHD}};
+  return static_cast<basp_layout_t>(lookup(kLayouts, text, "--layout"));
+}
+
+basp_backend_t parse_backend(const std::string& text) {
+  constexpr Named kBackends[] = {{"mpi", BASP_BACKEND_MPI}, {"nccl", BASP_BACKEND_NCCL}};
+  return static_cast<basp_backend_t>(lookup(kBackends, text, "--backend"));
+}
+
+int32_t parse_placement(const std::string& text) {
+  if (text == "topology" && kPlacementTopology < 0) {
+    bad("--placement", text, "this libbasp has no topology-aware placement (BASP_PLACEMENT_TOPOLOGY)");
+  }
+  constexpr Named kPlacements[] = {{"default", BASP_PLACEMENT_DEFAULT},
+                                   {"contiguous", BASP_PLACEMENT_CONTIGUOUS},
+                                   {"topology", kPlacementTopology}};
+  constexpr Named kWithoutTopology[] = {{"default", BASP_PLACEMENT_DEFAULT},
+                                        {"contiguous", BASP_PLACEMENT_CONTIGUOUS}};
+  if (kPlacementTopology < 0) return lookup(kWithoutTopology, text, "--placement");
+  return lookup(kPlacements, text, "--placement");
+}
+
+Mode parse_mode(const std::string& text) {
+  constexpr Named kModes[] = {{"ulysses", static_cast<int32_t>(Mode::kUlysses)},
+                              {"basp", static_cast<int32_t>(Mode::kBasp)},
+                              {"both", static_cast<int32_t>(Mode::kBoth)}};
+  return static_cast<Mode>(lookup(kModes, text, "--mode"));
+}
+
+const char* dtype_name(basp_dtype_t dtype) {
+  switch (dtype) {
+    case BASP_DTYPE_BYTE: return "byte";
+    case BASP_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case BASP_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case BASP_DTYPE_FP16: return "fp16";
+    case BASP_DTYPE_BF16: return "bf16";
+    case BASP_DTYPE_FP32: return "fp32";
+    case BASP_DTYPE_FP64: return "fp64";
+    case BASP_DTYPE_INT32: return "int32";
+    case BASP_DTYPE_INT64: return "int64";
+    default: return "?";
+  }
+}
+
+const char* layout_name(basp_layout_t layout) { return layout == BASP_LAYOUT_SBHD ? "sbhd" : "bshd"; }
+
+const char* backend_name(basp_backend_t backend) { return backend == BASP_BACKEND_NCCL ? "nccl" : "mpi"; }
+
+const char* placement_name(int32_t placement) {
+  if (placement == BASP_PLACEMENT_DEFAULT) return "default";
+  if (placement == BASP_PLACEMENT_CONTIGUOUS) return "contiguous";
+  if (placement == kPlacementTopology) return "topology";
+  return "?";
+}
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::kUlysses: return "ulysses";
+    case Mode::kBasp: return "basp";
+    case Mode::kBoth: break;
+  }
+  return "both";
+}
+
+PerfOptions parse_perf_args(int argc, const char* const* argv) {
+  PerfOptions o;
+  bool step_bytes_given = false;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a] ? argv[a] : "";
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    const OptSpec* spec = nullptr;
+    std::string value;
+    bool has_value = false;
+    for (const OptSpec& s : kOpts) {
+      if (s.long_name && arg.rfind(s.long_name, 0) == 0) {
+        const size_t n = std::strlen(s.long_name);
+        if (arg.size() == n) {
+          spec = &s;
+        } else if (arg[n] == '=') {
+          spec = &s;
+          value = arg.substr(n + 1);
+          has_value = true;
+        }
+      } else if (s.short_name && arg.rfind(s.short_name, 0) == 0) {
+        spec = &s;
+        if (arg.size() > 2) {  // "-b8M"
+          value = arg.substr(2);
+          has_value = true;
+        }
+      }
+      if (spec) break;
+    }
+    if (!spec) throw ArgError("unknown option " + quoted(arg) + " (see --help)");
+    const char* name = spec->short_name ? spec->short_name : spec->long_name;
+    if (!has_value) {
+      if (a + 1 >= argc) throw ArgError(std::string(name) + ": missing value");
+      value = argv[++a] ? argv[a] : "";
+    }
+    if (spec->opt == Opt::kStepBytes) step_bytes_given = true;
+    apply(o, spec->opt, name, value);
+  }
+  if (o.min_bytes > o.max_bytes) {
+    throw ArgError("-b (" + std::to_string(o.min_bytes) + " bytes) is larger than -e (" +
+                   std::to_string(o.max_bytes) + " bytes)");
+  }
+  if (o.step_factor > 1 && step_bytes_given) {
+    throw ArgError("-f (" + std::to_string(o.step_factor) + ") and -i (" + std::to_string(o.step_bytes) +
+                   ") both given: a sweep steps by a factor or by bytes, not both");
+  }
+  if (o.graph_launches > 0 && o.backend == BASP_BACKEND_MPI) {
+    throw ArgError("-G (" + std::to_string(o.graph_launches) +
+                   "): CUDA-graph launches are not applicable to the MPI backend (host memory, no stream); "
+                   "use --backend nccl or -G 0");
+  }
+  return o;
+}
+
+std::vector<int64_t> size_sweep(const PerfOptions& o) {
+  std::vector<int64_t> sizes;
+  for (int64_t s = o.min_bytes; s <= o.max_bytes;) {
+    sizes.push_back(s);
+    // Stop before stepping past the bound (which also keeps the arithmetic far from overflow).
+    if (o.step_factor > 1) {
+      if (s > o.max_bytes / o.step_factor) break;
+      s *= o.step_factor;
+    } else {
+      if (s > o.max_bytes - o.step_bytes) break;
+      s += o.step_bytes;
+    }
+  }
+  return sizes;
+}
+
+std::string perf_usage(const char* program) {
+  std::ostringstream u;
+  u << "usage: mpirun -np N " << program << " [options]\n"
+    << "nccl-tests options:\n"
+    << "  -b, --minbytes <size>      smallest size (bytes per rank; K/M/G suffixes), default 32M\n"
+    << "  -e, --maxbytes <size>      largest size, default 32M\n"
+    << "  -i, --stepbytes <size>     step between sizes when -f is 1, default 1M\n"
+    << "  -f, --stepfactor <n>       multiply the size by n each step, default 1 (use -i)\n"
+    << "  -n, --iters <n>            timed iterations per size, default 20\n"
+    << "  -w, --warmup_iters <n>     untimed iterations before timing, default 1\n"
+    << "  -c, --check <0|1>          bit-exact check of every output, counted in #wrong, default 1\n"
+    << "  -d, --datatype <type>      byte fp8_e4m3 fp8_e5m2 fp16 bf16 fp32 fp64 int32 int64, default bf16\n"
+    << "  -z, --blocking <0|1>       synchronise after every call (NCCL backend), default 0\n"
+    << "  -G, --cudagraph <n>        capture the iterations in a CUDA graph, launch it n times (NCCL only)\n"
+    << "  -a, --average <0..3>       time reported: 0 rank 0, 1 mean, 2 min, 3 max over ranks, default 1\n"
+    << "  -J, --output_file <path>   also write the results as JSON\n"
+    << "BASP options:\n"
+    << "  -B, --micro-batch <list>   micro-batch sizes B, e.g. 1,2,4,8, default 2\n"
+    << "      --mode <m>             ulysses, basp or both (adds the Ulysses/BASP time ratio), default both\n"
+    << "      --layout <l>           bshd or sbhd, default bshd\n"
+    << "      --heads <n>            query heads Hq, default 32\n"
+    << "      --kv-heads <n>         key/value heads Hkv, default 8\n"
+    << "      --head-dim <n>         head dimension D, default 128\n"
+    << "      --backend <b>          mpi (host memory) or nccl (device memory), default mpi\n"
+    << "      --placement <p>        default, contiguous" << (kPlacementTopology >= 0 ? ", topology" : "")
+    << "\n"
+    << "size = bytes per rank of the sequence-sharded tensors one iteration moves; see docs/benchmarks.md\n";
+  return u.str();
+}
+
+}  // namespace basp::bench

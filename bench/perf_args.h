@@ -1,0 +1,78 @@
+// Command line of the perf binaries: nccl-tests' letters where they apply, plus the BASP shape options.
+// Parsing is pure (no MPI, no I/O) so the unit tests can feed it any argv; every bad value throws ArgError with
+// a message naming the option and the value as typed.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "basp/basp.h"
+
+namespace basp::bench {
+
+class ArgError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Mode { kUlysses, kBasp, kBoth };
+
+// Largest byte count any size option accepts: far above any per-rank tensor, far below int64 overflow in the
+// arithmetic the driver does with it.
+constexpr int64_t kMaxBytes = int64_t{1} << 40;  // 1 TiB
+
+struct PerfOptions {
+  int64_t min_bytes = 32 << 20;  // -b
+  int64_t max_bytes = 32 << 20;  // -e
+  int64_t step_bytes = 1 << 20;  // -i (used when step_factor == 1)
+  int64_t step_factor = 1;       // -f
+  int32_t iters = 20;            // -n
+  int32_t warmup_iters = 1;      // -w
+  int32_t check = 1;             // -c
+  basp_dtype_t dtype = BASP_DTYPE_BF16;  // -d
+  int32_t blocking = 0;          // -z
+  int32_t graph_launches = 0;    // -G
+  int32_t average = 1;           // -a: 0 rank 0, 1 mean, 2 min, 3 max over ranks
+  std::string json_path;         // -J
+  std::vector<int64_t> micro_batches{2};  // -B
+  Mode mode = Mode::kBoth;
+  basp_layout_t layout = BASP_LAYOUT_BSHD;
+  int64_t heads = 32;
+  int64_t kv_heads = 8;
+  int64_t head_dim = 128;
+  basp_backend_t backend = BASP_BACKEND_MPI;
+  int32_t placement = BASP_PLACEMENT_DEFAULT;  // basp_placement_t value
+  int32_t corrupt = 0;  // --corrupt: test hook, flips bytes of the checked output (proves -c can fail)
+  bool help = false;
+};
+
+// "123", "64K", "32M", "2G" (binary multiples, either case) -> bytes. `option` names the flag in errors.
+int64_t parse_size(const std::string& text, const char* option);
+// A decimal integer in [lo, hi].
+int64_t parse_int(const std::string& text, const char* option, int64_t lo, int64_t hi);
+// "1,2,4,8" -> {1, 2, 4, 8}, each in [lo, hi].
+std::vector<int64_t> parse_int_list(const std::string& text, const char* option, int64_t lo, int64_t hi);
+
+basp_dtype_t parse_dtype(const std::string& text);
+basp_layout_t parse_layout(const std::string& text);
+basp_backend_t parse_backend(const std::string& text);
+int32_t parse_placement(const std::string& text);
+Mode parse_mode(const std::string& text);
+
+const char* dtype_name(basp_dtype_t dtype);
+const char* layout_name(basp_layout_t layout);
+const char* backend_name(basp_backend_t backend);
+const char* placement_name(int32_t placement);
+const char* mode_name(Mode mode);
+
+// The whole command line (argv[0] skipped). Checks each value and the combinations (-b <= -e, ...).
+PerfOptions parse_perf_args(int argc, const char* const* argv);
+
+// The byte sizes -b/-e/-f/-i describe, in order.
+std::vector<int64_t> size_sweep(const PerfOptions& options);
+
+std::string perf_usage(const char* program);
+
+}  // namespace basp::bench
