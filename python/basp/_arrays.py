@@ -44,10 +44,11 @@ def is_torch(obj):
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
-def basp_dtype(dtype, name="dtype"):
+def basp_dtype(dtype, name):
     """A basp.Dtype (or its int), a NumPy dtype or a PyTorch dtype -> basp.Dtype value (int).
 
-    Ambiguous storage types (uint8, uint16) map to BYTE and BF16 respectively only when given as basp.Dtype.
+    uint8 and int8 map to BYTE; NumPy's uint16 (bfloat16 bits) and uint8 (fp8 bits) need basp.Dtype.BF16 and
+    basp.Dtype.FP8_* given explicitly. `name` prefixes the error message ("basp.Plan: dtype").
     """
     if isinstance(dtype, int) and not isinstance(dtype, bool):
         return int(dtype)  # out-of-range values are for the library to name
@@ -68,12 +69,15 @@ def basp_dtype(dtype, name="dtype"):
             d = np.dtype(dtype)
         except TypeError:
             d = None
-        natural = {np.dtype(np.float16): Dtype.FP16, np.dtype(np.float32): Dtype.FP32,
-                   np.dtype(np.float64): Dtype.FP64, np.dtype(np.int32): Dtype.INT32,
-                   np.dtype(np.int64): Dtype.INT64, np.dtype(np.uint8): Dtype.BYTE, np.dtype(np.int8): Dtype.BYTE}
-        if d is not None and d in natural:
-            return int(natural[d])
-    raise invalid_argument("%s (%r) is not a basp.Dtype, nor a NumPy or PyTorch dtype with one" % (name, dtype))
+        if d is not None:
+            natural = {np.dtype(np.float16): Dtype.FP16, np.dtype(np.float32): Dtype.FP32,
+                       np.dtype(np.float64): Dtype.FP64, np.dtype(np.int32): Dtype.INT32,
+                       np.dtype(np.int64): Dtype.INT64, np.dtype(np.uint8): Dtype.BYTE,
+                       np.dtype(np.int8): Dtype.BYTE}
+            if d in natural:
+                return int(natural[d])
+            raise invalid_argument("%s (%s) has no basp.Dtype" % (name, d))
+    raise invalid_argument("%s (%r) is not a basp.Dtype, a NumPy dtype or a PyTorch dtype" % (name, dtype))
 
 
 class ArrayInfo:

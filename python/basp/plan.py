@@ -54,8 +54,8 @@ class Plan:
             if layout.upper() not in Layout.__members__:
                 raise invalid_argument("basp.Plan: layout (%r) is not 'bshd' or 'sbhd'" % layout)
             layout = Layout[layout.upper()]
-        desc = _abi.PlanDesc(layout=int(layout), dtype=_arrays.basp_dtype(dtype), seq_len=int(seq_len),
-                             head_dim=int(head_dim), num_tensors=len(num_heads))
+        desc = _abi.PlanDesc(layout=int(layout), dtype=_arrays.basp_dtype(dtype, "basp.Plan: dtype"),
+                             seq_len=int(seq_len), head_dim=int(head_dim), num_tensors=len(num_heads))
         for t, h in enumerate(num_heads):
             desc.num_heads[t] = h
         lib = _library.lib()

@@ -111,7 +111,7 @@ class BaspAttention(torch.nn.Module):
         the group)."""
         key = (int(seq_len), dtype, str(device))
         if key not in self._plans:
-            basp_dtype = _arrays.basp_dtype(dtype, "dtype")
+            basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
             qkv = Plan(self.comm, seq_len, self.head_dim, [self.num_heads, self.num_kv_heads, self.num_kv_heads],
                        basp_dtype, self.layout)
             out = Plan(self.comm, seq_len, self.head_dim, [self.num_heads], basp_dtype, self.layout)

@@ -1,0 +1,171 @@
+"""Every error path of the binding raises basp.Error: the library's status and its basp_last_error() message
+when the library found the problem, INVALID_ARGUMENT and a message naming the argument and its value when the
+binding's own checks did; and a failed call changes nothing.
+
+Run under mpirun with 2 or 3 ranks: with B = 1 the group is the whole world (K = N > 1), so divisibility by K
+matters."""
+import ctypes
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import basp
+from basp import Status
+from harness import check, expect_error, run
+
+WORLD = MPI.COMM_WORLD
+N = WORLD.Get_size()
+INVALID = Status.ERROR_INVALID_ARGUMENT
+LIB = basp._library
+
+
+def library_error(fn, status, *fragments):
+    """expect_error, plus: the message is the library's (it is basp_last_error() and names the C function)."""
+    e = expect_error(fn, status, *fragments)
+    check.equal(e.message, basp.last_error(), "message is basp_last_error()")
+    check.true(e.message.startswith("basp_"), "library message names its function: %r" % e.message)
+    check.true(str(e).startswith(basp.status_string(status) + ": "), "str(Error) leads with the status")
+    return e
+
+
+def binding_error(fn, *fragments):
+    e = expect_error(fn, INVALID, *fragments)
+    check.true(e.message.startswith("basp."), "binding message names its function: %r" % e.message)
+    return e
+
+
+def test_comm_creation():
+    library_error(lambda: basp.Comm(WORLD, micro_batch=0), INVALID, "basp_comm_create_mpi",
+                  "config->micro_batch (0) must be positive")
+    library_error(lambda: basp.Comm(WORLD, micro_batch=N, num_groups=2 * N), INVALID,
+                  "num_groups (%d) does not divide the world size (%d)" % (2 * N, N))
+    library_error(lambda: basp.Comm(WORLD, micro_batch=1, num_groups=N), INVALID,
+                  "num_groups (%d) does not divide micro_batch (1)" % N)
+    library_error(lambda: basp.Comm(WORLD, micro_batch=1, backend=7), INVALID, "config->backend (7)")
+    library_error(lambda: basp.Comm(WORLD, micro_batch=1, placement=9), INVALID, "config->placement (9)")
+    library_error(lambda: basp.Comm(MPI.COMM_NULL, micro_batch=1), INVALID, "MPI_COMM_NULL")
+    binding_error(lambda: basp.Comm("world", micro_batch=1), "mpi_comm ('world', a str)")
+    binding_error(lambda: basp.Comm(WORLD), "micro_batch is required")
+    binding_error(lambda: basp.Comm(WORLD, micro_batch=1, backend="cuda"), "backend ('cuda')", "mpi, nccl")
+
+
+def test_bad_structs():
+    for field, value, fragment in (("magic", 0, "config->magic (0x0) is wrong"),
+                                   ("version", 2, "config->version (2) is not supported"),
+                                   ("size", 8, "config->size (8)"),
+                                   ("reserved0", 1, "config->reserved0 (1) must be 0")):
+        cfg = basp.CommConfig(micro_batch=1)
+        setattr(cfg, field, value)
+        status = INVALID if field == "reserved0" else Status.ERROR_BAD_STRUCT
+        library_error(lambda: basp.Comm(WORLD, config=cfg), status, fragment)
+    binding_error(lambda: basp.Comm(WORLD, config=object()), "config (a object) is not a basp.CommConfig")
+
+
+def test_comm_queries():
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        k = comm.group_size
+        library_error(lambda: comm.query(0, N), INVALID, "rank (%d) is outside 0..%d" % (N, N - 1))
+        library_error(lambda: comm.shard(k + 1), INVALID, "seq_len (%d) is not divisible by group size (%d)" % (
+            k + 1, k))
+        library_error(lambda: comm.shard(-k), INVALID, "seq_len (%d)" % -k)
+        library_error(lambda: comm.group_ranks(1), INVALID, "group_index (1) is outside 0..0")
+
+
+def test_closed_and_stale_handles():
+    comm = basp.Comm(WORLD, micro_batch=1)
+    stale = comm.handle
+    comm.close()
+    comm.close()  # idempotent
+    library_error(comm.query, Status.ERROR_INVALID_HANDLE, "comm is NULL")
+    library_error(lambda: comm.plan(2 * N, 4, [N], np.float32), Status.ERROR_INVALID_HANDLE, "comm is NULL")
+    library_error(lambda: LIB.check(LIB.lib().basp_comm_destroy(stale)), Status.ERROR_INVALID_HANDLE,
+                  "is not a live basp_comm_t")
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        plan = comm.plan(2 * N, 4, [N], np.float32)
+        x = np.ones(plan.seq_sharded_shape(), dtype=np.float32)
+        stale = plan.handle
+        plan.close()
+        library_error(lambda: plan.scatter([x]), Status.ERROR_INVALID_HANDLE, "plan is NULL")
+        library_error(lambda: LIB.check(LIB.lib().basp_plan_destroy(stale)), Status.ERROR_INVALID_HANDLE,
+                      "is not a live basp_plan_t")
+        info = basp.PlanInfoStruct()
+        library_error(lambda: LIB.check(LIB.lib().basp_plan_query(comm.handle, ctypes.byref(info))),
+                      Status.ERROR_INVALID_HANDLE, "is not a live basp_plan_t")
+
+
+def test_plan_creation():
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        k = comm.group_size  # = N
+        library_error(lambda: comm.plan(2 * k, 4, [k + 1], np.float32), INVALID,
+                      "basp_plan_create", "num_heads[0] (%d) is not divisible by group size (%d)" % (k + 1, k))
+        library_error(lambda: comm.plan(2 * k, 4, [2 * k, 1, 1], np.float32), INVALID,
+                      "num_heads[1] (1) is not divisible by group size (%d)" % k)
+        library_error(lambda: comm.plan(2 * k + 1, 4, [k], np.float32), INVALID,
+                      "seq_len (%d) is not divisible by group size (%d)" % (2 * k + 1, k))
+        library_error(lambda: comm.plan(2 * k, 0, [k], np.float32), INVALID, "head_dim (0) must be positive")
+        library_error(lambda: comm.plan(2 * k, 4, [], np.float32), INVALID, "num_tensors (0) must be in 1..8")
+        library_error(lambda: comm.plan(2 * k, 4, [k], 42), INVALID, "dtype (42) is not a basp_dtype_t value")
+        library_error(lambda: comm.plan(2 * k, 4, [k], np.float32, 5), INVALID, "layout (5)")
+        binding_error(lambda: comm.plan(2 * k, 4, [k] * 9, np.float32), "lists 9 tensors")
+        binding_error(lambda: comm.plan(2 * k, 4, [k], np.complex64), "dtype (complex64) has no basp.Dtype")
+        binding_error(lambda: comm.plan(2 * k, 4, [k], np.float32, "bhsd"), "layout ('bhsd')")
+
+
+def test_execution_arguments():
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        k = comm.group_size
+        plan = comm.plan(2 * k, 3, [2 * k, k, k], np.float32)
+        ins = [np.full(plan.seq_sharded_shape(t), t + 1, dtype=np.float32) for t in range(3)]
+        outs = [np.full(plan.head_sharded_shape(t), -7, dtype=np.float32) for t in range(3)]
+        s1 = plan.seq_sharded_shape(1)
+
+        def untouched():
+            return all((o == -7).all() for o in outs)
+
+        binding_error(lambda: plan.scatter(ins[:2], outs), "basp.Plan.scatter", "inputs has 2 entries",
+                      "3 tensors")
+        binding_error(lambda: plan.scatter(ins, outs[:1]), "outputs has 1 entries")
+        binding_error(lambda: plan.scatter([ins[0].tolist(), ins[1], ins[2]]),
+                      "inputs[0] (a builtins.list) is neither a numpy.ndarray nor a torch.Tensor")
+        binding_error(lambda: plan.scatter(42), "inputs (a int) must be a list")
+        bad = np.zeros((s1[0], s1[1] + 1) + s1[2:], dtype=np.float32)
+        binding_error(lambda: plan.scatter([ins[0], bad, ins[2]], outs),
+                      "inputs[1] has shape %s but the plan expects %s" % (bad.shape, s1))
+        binding_error(lambda: plan.scatter([ins[0], ins[1].astype(np.float64), ins[2]], outs),
+                      "inputs[1] has dtype float64 but the plan's dtype is FP32")
+        wide = np.zeros(s1[:-1] + (2 * s1[-1],), dtype=np.float32)
+        binding_error(lambda: plan.scatter([ins[0], ins[1], wide[..., ::2]], outs),
+                      "inputs[2] (shape %s) is not C-contiguous" % (s1,))
+        frozen = outs[2].copy()
+        frozen.flags.writeable = False
+        binding_error(lambda: plan.scatter(ins, [outs[0], outs[1], frozen]), "outputs[2] is read-only")
+        binding_error(lambda: plan.gather(ins, outs), "basp.Plan.gather", "inputs[0] has shape")
+        binding_error(lambda: plan.scatter(ins, outs, stream="default"), "stream ('default', a str)")
+        check.true(untouched(), "outputs unchanged after the binding's rejections")
+
+        library_error(lambda: plan.scatter(ins, outs, stream=0x1234), INVALID, "basp_scatter",
+                      "must be NULL on the MPI backend")
+        alias = ins[0].reshape(plan.head_sharded_shape(0))  # same memory, head-sharded shape
+        library_error(lambda: plan.scatter(ins, [alias, outs[1], outs[2]]), INVALID,
+                      "outputs[0]", "overlaps inputs[0]")
+        library_error(lambda: plan.scatter(ins, [outs[0], outs[1], outs[1]]), INVALID,
+                      "outputs[1]", "overlaps outputs[2]")
+        check.true(untouched(), "outputs unchanged after the library's rejections")
+        check.true(all((x == t + 1).all() for t, x in enumerate(ins)), "inputs unchanged")
+
+        plan.scatter(ins, outs)  # still usable after the failures
+        check.true(all((o == t + 1).all() for t, o in enumerate(outs)), "a valid call after errors works")
+        plan.close()
+
+
+def test_error_object():
+    e = basp.Error(3, "basp_x: y")
+    check.equal((e.status, e.message, str(e)), (Status.ERROR_INVALID_HANDLE, "basp_x: y",
+                                                "BASP_ERROR_INVALID_HANDLE: basp_x: y"), "Error fields")
+    check.equal(basp.Error(99, "z").status_name, "unknown status", "unknown status value")
+    check.true(isinstance(e, Exception), "basp.Error is an Exception")
+
+
+if __name__ == "__main__":
+    run(globals(), WORLD, sys.argv)
