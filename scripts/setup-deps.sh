@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # One package per line; keep sorted. CUDA and NCCL are not Debian packages here: the build uses them when
-# /usr/local/cuda (or CUDA on PATH) has them, and builds without them otherwise.
+# /usr/local/cuda (or CUDA on PATH) has them, and builds without them otherwise. python3-* are for python/ and its
+# tests, which run with /usr/bin/python3 (the interpreter these packages belong to).
 PACKAGES=(
   catch2
   cmake
@@ -16,6 +17,9 @@ PACKAGES=(
   ninja-build
   openmpi-bin
   pkg-config
+  python3-mpi4py
+  python3-numpy
+  python3-torch
 )
 
 missing=()
