@@ -35,6 +35,14 @@ _PROTOTYPES = {
     "basp_gather": (ctypes.c_int, [ctypes.c_void_p, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
 }
 
+# Functions a libbasp may lack (older releases): declared when present; see has().
+_OPTIONAL_PROTOTYPES = {
+    "basp_comm_create_nccl": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_abi.CommConfig), _c_void_pp]),
+    "basp_comm_get_async_error": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
+                                                 ctypes.c_size_t]),
+    "basp_comm_abort": (ctypes.c_int, [ctypes.c_void_p]),
+}
+
 
 def _candidates():
     """Where to look, in order: $BASP_LIBRARY, next to the package, then the dynamic linker's search."""
@@ -59,6 +67,11 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    for name, (restype, argtypes) in _OPTIONAL_PROTOTYPES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
 
 
 def load(path=None):
@@ -95,6 +108,19 @@ def path():
     """The file libbasp was loaded from (loading it on first use)."""
     lib()
     return _lib_path
+
+
+def has(name):
+    """Whether the loaded libbasp exports `name` (for functions newer than the oldest supported release)."""
+    return getattr(lib(), name, None) is not None
+
+
+def require(name, where):
+    """The C function `name`, or basp.Error(UNSUPPORTED) naming the library file when it lacks it."""
+    if not has(name):
+        raise Error(_abi.Status.ERROR_UNSUPPORTED, "%s: the loaded libbasp (%s) has no %s: it is older than this "
+                    "binding" % (where, _lib_path, name))
+    return getattr(_lib, name)
 
 
 def check(status):

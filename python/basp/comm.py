@@ -3,7 +3,7 @@ import ctypes
 
 from . import _abi, _library, _lifetime
 from ._abi import Backend, Placement
-from .errors import invalid_argument
+from .errors import Error, invalid_argument
 
 
 class RankInfo:
@@ -84,8 +84,36 @@ class Comm:
         lib = _library.lib()
         handle = ctypes.c_void_p()
         _library.check(lib.basp_comm_create_mpi(fint, ctypes.byref(config), ctypes.byref(handle)))
-        self._handle = handle.value
-        self._mpi_comm = mpi_comm
+        self._adopt(handle.value, config, mpi_comm)
+
+    @classmethod
+    def from_nccl(cls, nccl_comm, micro_batch=None, num_groups=None, placement=Placement.DEFAULT, config=None):
+        """Collective over an existing NCCL communicator (an ncclComm_t, given as an int address): the NCCL
+        backend without MPI. The comm runs on that communicator's CUDA device; `nccl_comm` stays the caller's.
+        """
+        if isinstance(nccl_comm, bool) or not isinstance(nccl_comm, int):
+            raise invalid_argument("basp.Comm.from_nccl: nccl_comm (%r, a %s) must be the ncclComm_t as an int" % (
+                nccl_comm, type(nccl_comm).__name__))
+        if config is None:
+            if micro_batch is None:
+                raise invalid_argument("basp.Comm.from_nccl: micro_batch is required (sequences per micro-batch, B)")
+            config = _abi.CommConfig(micro_batch=int(micro_batch),
+                                     num_groups=-1 if num_groups is None else int(num_groups),
+                                     backend=int(Backend.NCCL), placement=_enum_value(Placement, placement,
+                                                                                     "placement"))
+        elif not isinstance(config, _abi.CommConfig):
+            raise invalid_argument("basp.Comm.from_nccl: config (a %s) is not a basp.CommConfig"
+                                   % type(config).__name__)
+        create = _library.require("basp_comm_create_nccl", "basp.Comm.from_nccl")
+        handle = ctypes.c_void_p()
+        _library.check(create(nccl_comm, ctypes.byref(config), ctypes.byref(handle)))
+        self = cls.__new__(cls)
+        self._adopt(handle.value, config, None)
+        return self
+
+    def _adopt(self, handle, config, parent):
+        self._handle = handle
+        self._parent = parent  # kept alive: the library requires the parent to outlive the comm
         try:
             self.backend = Backend(config.backend)
         except ValueError:
@@ -129,6 +157,20 @@ class Comm:
         """A basp.Plan on this comm (collective over the caller's group)."""
         from .plan import Plan
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout)
+
+    def async_error(self):
+        """None while the backend is healthy, else a basp.Error describing its asynchronous failure (NCCL)."""
+        fn = _library.require("basp_comm_get_async_error", "basp.Comm.async_error")
+        status = ctypes.c_int(0)
+        message = ctypes.create_string_buffer(1024)
+        _library.check(fn(self._handle, ctypes.byref(status), message, len(message)))
+        if status.value == _abi.Status.SUCCESS:
+            return None
+        return Error(status.value, message.value.decode("utf-8", "replace"))
+
+    def abort(self):
+        """Aborts the comm's NCCL operations (a hung or failed exchange); later exchanges fail. NCCL only."""
+        _library.check(_library.require("basp_comm_abort", "basp.Comm.abort")(self._handle))
 
     def close(self):
         """Destroys the comm (not collective). Plans made from it stay usable. Idempotent."""

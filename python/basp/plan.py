@@ -132,11 +132,16 @@ class Plan:
         if ins[0].kind != outs[0].kind or ins[0].device != outs[0].device:
             raise invalid_argument("%s: inputs are %s tensors on %s but outputs are %s tensors on %s" % (
                 where, ins[0].kind, ins[0].device, outs[0].kind, outs[0].device))
-        stream_ptr = self._stream_pointer(where, stream, ins[0])
+        stream_ptr, side_stream = self._stream(where, stream, ins[0])
         in_arr = _library.pointer_array([a.pointer for a in ins])
         out_arr = _library.pointer_array([a.pointer for a in outs])
         fn = _library.lib().basp_scatter if op == "scatter" else _library.lib().basp_gather
         _library.check(fn(self._handle, in_arr, out_arr, stream_ptr))
+        if side_stream is not None:
+            # The exchange runs on a stream other than the one PyTorch allocated on: keep the caching allocator
+            # from reusing these tensors' memory before that stream is done with it.
+            for a in ins + outs:
+                a.obj.record_stream(side_stream)
         return outputs
 
     def _as_list(self, where, name, arrays):
@@ -172,20 +177,25 @@ class Plan:
                 raise invalid_argument("%s: %s[%d] is on %s but the MPI backend moves host memory: use a comm "
                                        "created with backend=basp.Backend.NCCL" % (where, name, t, a.device))
             if self.backend == Backend.NCCL and not a.is_cuda:
-                raise invalid_argument("%s: %s[%d] is a %s array in host memory but the NCCL backend moves "
-                                       "device memory: pass CUDA torch tensors" % (where, name, t, a.kind))
+                raise invalid_argument("%s: %s[%d] is in host memory (a %s array on %s) but the NCCL backend "
+                                       "moves device memory: pass CUDA torch tensors" % (
+                                           where, name, t, a.kind, a.device))
 
-    def _stream_pointer(self, where, stream, template):
-        """stream argument -> the void* handed to the library."""
+    def _stream(self, where, stream, template):
+        """The stream argument -> (void* for the library, torch stream to record tensors on, or None)."""
         torch = sys.modules.get("torch")
         if stream is None:
             if self.backend == Backend.NCCL and template.kind == "torch":
-                return torch.cuda.current_stream(template.obj.device).cuda_stream
-            return None
-        if torch is not None and hasattr(torch, "cuda") and isinstance(stream, torch.cuda.Stream):
-            return stream.cuda_stream
+                return torch.cuda.current_stream(template.obj.device).cuda_stream, None
+            return None, None
+        if torch is not None and isinstance(stream, torch.cuda.Stream):
+            return stream.cuda_stream, stream
         if isinstance(stream, int) and not isinstance(stream, bool):
-            return stream  # the library rejects a stream on the MPI backend with its own message
+            # The library rejects a stream on the MPI backend with its own message.
+            external = getattr(torch.cuda, "ExternalStream", None) if torch is not None else None
+            use = (external(stream, device=template.obj.device)
+                   if external is not None and stream and template.kind == "torch" and template.is_cuda else None)
+            return stream, use
         raise invalid_argument("%s: stream (%r, a %s) is not a torch.cuda.Stream, an int cudaStream_t or None"
                                % (where, stream, type(stream).__name__))
 

@@ -220,5 +220,21 @@ def test_torch_argument_errors():
         plan.close()
 
 
+def test_nccl_side_checks():
+    # The binding's checks for an NCCL plan, run on an MPI plan whose backend flag is forced: host memory is
+    # refused before the library is called. (The NCCL exchange itself needs a GPU; see docs/python.md.)
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        k = comm.group_size
+        plan = comm.plan(2 * k, 4, [k], torch.float32)
+        plan.backend = basp.Backend.NCCL
+        inv = basp.Status.ERROR_INVALID_ARGUMENT
+        x = torch.zeros(plan.seq_sharded_shape(0))
+        expect_error(lambda: plan.scatter([x]), inv, "inputs[0] is in host memory (a torch array on cpu)",
+                     "NCCL backend moves device memory")
+        expect_error(lambda: plan.scatter([x.numpy()]), inv, "inputs[0] is in host memory (a numpy array on cpu)")
+        plan.backend = basp.Backend.MPI
+        plan.close()
+
+
 if __name__ == "__main__":
     run(globals(), WORLD, sys.argv)

@@ -50,6 +50,20 @@ def test_comm_creation():
     binding_error(lambda: basp.Comm(WORLD, micro_batch=1, backend="cuda"), "backend ('cuda')", "mpi, nccl")
 
 
+def test_nccl_backend_request():
+    # Without CUDA + NCCL in the build (or without a GPU) the library refuses; with both it may succeed. Either
+    # way nothing but a basp.Error carrying the library's message may come out.
+    try:
+        comm = basp.Comm(WORLD, micro_batch=1, backend="nccl")
+    except basp.Error as e:
+        check.true(e.status in (Status.ERROR_UNSUPPORTED, Status.ERROR_CUDA, Status.ERROR_NCCL),
+                   "NCCL refusal status: %s" % e)
+        check.true(e.message.startswith("basp_comm_create_mpi: "), "library message: %r" % e.message)
+    else:
+        check.equal(comm.backend, basp.Backend.NCCL, "an NCCL comm")
+        comm.close()
+
+
 def test_bad_structs():
     for field, value, fragment in (("magic", 0, "config->magic (0x0) is wrong"),
                                    ("version", 2, "config->version (2) is not supported"),
