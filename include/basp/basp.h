@@ -70,6 +70,17 @@ typedef enum basp_placement {
   BASP_PLACEMENT_COUNT
 } basp_placement_t;
 
+/* How an execute moved its bytes (basp_plan_info_t.last_path): for performance debugging and tests. */
+typedef enum basp_path {
+  BASP_PATH_NONE = 0,   /* the plan has not executed yet */
+  BASP_PATH_LOCAL = 1,  /* K = 1: a local copy, nothing exchanged */
+  BASP_PATH_P2P = 2,    /* MPI point-to-point (packed on one side) */
+  BASP_PATH_DIRECT = 3, /* MPI backend, one node: cross-memory attach (process_vm_readv/writev) */
+  BASP_PATH_SHARED = 4, /* MPI backend, one node: plain copies through basp_mem_alloc memory */
+  BASP_PATH_NCCL = 5,   /* NCCL backend */
+  BASP_PATH_COUNT
+} basp_path_t;
+
 typedef enum basp_layout {
   BASP_LAYOUT_BSHD = 0, /* [batch][sequence][head][dim] */
   BASP_LAYOUT_SBHD = 1, /* [sequence][batch][head][dim] */
@@ -221,12 +232,14 @@ typedef struct basp_plan_info_v1 {
   int64_t seq_sharded_elems[BASP_MAX_TENSORS];
   int64_t head_sharded_elems[BASP_MAX_TENSORS];
   int64_t bytes_sent_per_exchange;  /* bytes this rank sends to other ranks in one scatter (same for gather) */
+  int32_t last_path;                /* basp_path_t: how the plan's last scatter/gather moved its bytes */
+  int32_t reserved0;
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
 
 #define BASP_PLAN_INFO_INITIALIZER                                                                          \
   { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
-    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0 }
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0 }
 
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
 
@@ -240,6 +253,21 @@ BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs,
 /* Head gather (after attention): the exact inverse of basp_scatter. */
 BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs,
                                    void* stream);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Shared host memory (MPI backend)
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Collective over the calling rank's group: `bytes` of zeroed host memory that the group's ranks map into each
+ * other's address space when they share a node. Exchanges whose head-sharded tensors (scatter outputs, gather
+ * inputs) all live in such memory move their rows with one user-space copy, no packing and no system call per
+ * row: the fastest path of the MPI backend. On a group spanning nodes the memory is ordinary private memory.
+ * NCCL comms return BASP_ERROR_UNSUPPORTED. */
+BASP_API basp_status_t basp_mem_alloc(basp_comm_t comm, size_t bytes, void** ptr);
+
+/* Collective over the group: every rank passes the pointer the same basp_mem_alloc gave it. Must not run while
+ * another thread executes a plan of the comm. NULL is accepted (on every rank) and does nothing. */
+BASP_API basp_status_t basp_mem_free(basp_comm_t comm, void* ptr);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,4 +1,5 @@
 // The C ABI: argument checks, handle lifetime, status mapping. Nothing else lives here.
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -120,13 +121,13 @@ basp_status_t basp_comm_destroy(basp_comm_t comm) {
 basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t seq_len, basp_rank_info_t* info) {
   return guarded(__func__, [&] {
     const auto c = basp::capi::comm_ref(comm, "comm");
-    basp::capi::check_out_struct(info, BASP_RANK_INFO_MAGIC, "info");
+    basp::capi::check_out_struct(info, BASP_RANK_INFO_MAGIC, sizeof(basp_rank_info_v1), "info");
     const auto& layout = c->layout();
     const int32_t who = rank == -1 ? c->rank() : rank;
     BASP_CHECK_ARG(who >= 0 && who < layout.world_size, "rank (", rank, ") is outside 0..", layout.world_size - 1,
                    " (or -1 for the calling rank)");
     const basp::plan::RankInfo r = basp::plan::describe_rank(layout, who, seq_len);
-    basp_rank_info_v1 out = *info;
+    basp_rank_info_v1 out = BASP_RANK_INFO_INITIALIZER;
     out.world_size = layout.world_size;
     out.rank = who;
     out.num_groups = layout.num_groups;
@@ -139,7 +140,7 @@ basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t seq_len, b
     out.seq_len = seq_len;
     out.token_begin = r.token_begin;
     out.token_end = r.token_end;
-    std::memcpy(info, &out, sizeof(out));
+    basp::capi::write_out_struct(info, out);
   });
 }
 
@@ -182,9 +183,9 @@ basp_status_t basp_plan_destroy(basp_plan_t plan) {
 basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info) {
   return guarded(__func__, [&] {
     const auto p = basp::capi::plan_ref(plan, "plan");
-    basp::capi::check_out_struct(info, BASP_PLAN_INFO_MAGIC, "info");
+    basp::capi::check_out_struct(info, BASP_PLAN_INFO_MAGIC, offsetof(basp_plan_info_v1, last_path), "info");
     const auto& x = p->exchange();
-    basp_plan_info_v1 out = *info;
+    basp_plan_info_v1 out = BASP_PLAN_INFO_INITIALIZER;
     out.num_tensors = x.num_tensors();
     out.group_size = x.group_size;
     out.local_sequences = x.local_sequences;
@@ -197,7 +198,8 @@ basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info) {
       out.head_sharded_elems[t] = elems;
     }
     out.bytes_sent_per_exchange = x.bytes_sent;
-    std::memcpy(info, &out, sizeof(out));
+    out.last_path = p->last_path();
+    basp::capi::write_out_struct(info, out);
   });
 }
 
@@ -207,6 +209,24 @@ basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* co
 
 basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream) {
   return guarded(__func__, [&] { basp::capi::plan_ref(plan, "plan")->gather(inputs, outputs, stream); });
+}
+
+basp_status_t basp_mem_alloc(basp_comm_t comm, size_t bytes, void** ptr) {
+  return guarded(__func__, [&] {
+    BASP_CHECK(ptr != nullptr, BASP_ERROR_NULL_POINTER, "ptr (the output pointer) is NULL");
+    *ptr = nullptr;
+    const auto c = basp::capi::comm_ref(comm, "comm");
+    BASP_CHECK_ARG(bytes > 0 && bytes <= (size_t{1} << 48), "bytes (", bytes, ") must be in 1..2^48");
+    *ptr = c->transport().alloc_shared(bytes);
+  });
+}
+
+basp_status_t basp_mem_free(basp_comm_t comm, void* ptr) {
+  return guarded(__func__, [&] {
+    const auto c = basp::capi::comm_ref(comm, "comm");
+    if (ptr == nullptr) return;
+    c->transport().free_shared(ptr);
+  });
 }
 
 }  // extern "C"

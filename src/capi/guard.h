@@ -57,14 +57,24 @@ T read_struct(const T* user, const T& defaults, uint32_t magic, uint32_t max_ver
   return out;
 }
 
-// Checks an output struct's header the same way (the library fills min(size, sizeof) bytes).
+// Checks an output struct's header the same way. `min_size` is the size of the struct's first release: callers
+// built against it pass that size and get exactly those fields.
 template <typename T>
-void check_out_struct(const T* user, uint32_t magic, const char* name) {
+void check_out_struct(const T* user, uint32_t magic, size_t min_size, const char* name) {
   BASP_CHECK(user != nullptr, BASP_ERROR_NULL_POINTER, name, " is NULL");
-  BASP_CHECK(user->size >= sizeof(T) && user->size <= (size_t{1} << 20), BASP_ERROR_BAD_STRUCT, name,
-             "->size (", user->size, ") is not a valid struct size (expected ", sizeof(T), ")");
+  BASP_CHECK(user->size >= min_size && user->size <= (size_t{1} << 20), BASP_ERROR_BAD_STRUCT, name, "->size (",
+             user->size, ") is not a valid struct size (expected ", sizeof(T), ")");
   BASP_CHECK(user->magic == magic, BASP_ERROR_BAD_STRUCT, name, "->magic (0x", std::hex, user->magic,
              ") is wrong (expected 0x", magic, "): initialise it with its _INITIALIZER macro");
+}
+
+// Writes `value` over the caller's struct, min(size, sizeof) bytes, keeping the caller's header.
+template <typename T>
+void write_out_struct(T* user, T value) {
+  value.size = user->size;
+  value.magic = user->magic;
+  value.version = user->version;
+  std::memcpy(user, &value, std::min(user->size, sizeof(T)));
 }
 
 }  // namespace basp::capi

@@ -48,6 +48,7 @@ class Plan {
   void scatter(const void* const* inputs, void* const* outputs, void* stream);
   void gather(const void* const* inputs, void* const* outputs, void* stream);
   int64_t workspace_bytes() const { return executor_->workspace_bytes(); }
+  int32_t last_path() const { return executor_->last_path(); }
 
  private:
   void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const;

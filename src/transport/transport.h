@@ -4,10 +4,12 @@
 // communicator), so that scatter and gather allocate nothing and create no communicator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "basp/basp.h"
+#include "common/error.h"
 #include "plan/exchange.h"
 
 namespace basp::transport {
@@ -19,6 +21,8 @@ class PlanExecutor {
   virtual void scatter(const void* const* inputs, void* const* outputs, void* stream) = 0;
   virtual void gather(const void* const* inputs, void* const* outputs, void* stream) = 0;
   virtual int64_t workspace_bytes() const = 0;
+  // basp_path_t of the last scatter/gather (BASP_PATH_NONE before the first).
+  virtual int32_t last_path() const { return BASP_PATH_NONE; }
 };
 
 class GroupTransport {
@@ -27,6 +31,15 @@ class GroupTransport {
   virtual basp_backend_t backend() const = 0;
   // Collective over the group.
   virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) = 0;
+  // Collective over the group: memory the group's ranks can reach directly (basp_mem_alloc), and its release.
+  virtual void* alloc_shared(size_t bytes) {
+    (void)bytes;
+    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend has no shared memory (only BASP_BACKEND_MPI has)");
+  }
+  virtual void free_shared(void* ptr) {
+    (void)ptr;
+    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend has no shared memory (only BASP_BACKEND_MPI has)");
+  }
 };
 
 }  // namespace basp::transport

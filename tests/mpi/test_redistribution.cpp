@@ -4,12 +4,15 @@
 // must equal that function bit for bit, and the gather must restore the input exactly. Each trial runs the same
 // global data through BASP (G = gcd(N, B)) and Ulysses (G = 1), so the two are checked to agree.
 //
-// usage: test_redistribution [trials] [seed]
+// With "shared", the head-sharded tensors live in basp_mem_alloc memory (the MPI backend's shared-memory path).
+//
+// usage: test_redistribution [trials] [seed] [shared]
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +46,32 @@ int64_t head_index(basp_layout_t layout, int64_t b_loc, int64_t S, int64_t hk, i
   return ((s * b_loc + b) * hk + h) * D + d;
 }
 
+bool g_shared = false;
+
+// Head-sharded buffers: std::vector, or basp_mem_alloc memory released with the comm.
+struct HeadBuffer {
+  basp_comm_t comm = nullptr;
+  uint8_t* ptr = nullptr;
+  std::vector<uint8_t> own;
+  HeadBuffer(basp_comm_t c, size_t bytes) {
+    if (!g_shared) {
+      own.assign(bytes, kPoison);
+      ptr = own.data();
+      return;
+    }
+    comm = c;
+    void* p = nullptr;
+    basp::check(basp_mem_alloc(c, bytes, &p));
+    ptr = static_cast<uint8_t*>(p);
+    std::memset(ptr, kPoison, bytes);
+  }
+  HeadBuffer(const HeadBuffer&) = delete;
+  HeadBuffer& operator=(const HeadBuffer&) = delete;
+  ~HeadBuffer() {
+    if (comm) basp_mem_free(comm, ptr);
+  }
+};
+
 int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* label) {
   basp::CommConfig cfg;
   cfg.micro_batch = tr.micro_batch;
@@ -65,7 +94,8 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
   const int64_t s_loc = tr.seq_len / K;
   const int64_t D = tr.head_dim;
   const size_t n = tr.heads.size();
-  std::vector<std::vector<uint8_t>> in(n), mid(n), back(n);
+  std::vector<std::vector<uint8_t>> in(n), back(n);
+  std::vector<std::unique_ptr<HeadBuffer>> mid(n);
   std::vector<const void*> in_ptr(n), mid_cptr(n);
   std::vector<void*> mid_ptr(n), back_ptr(n);
   for (size_t t = 0; t < n; ++t) {
@@ -77,7 +107,7 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
       return 1;
     }
     in[t].resize(bytes);
-    mid[t].assign(bytes, kPoison);
+    mid[t] = std::make_unique<HeadBuffer>(comm.get(), static_cast<size_t>(bytes));
     back[t].assign(bytes, kPoison);
     for (int64_t b = 0; b < b_loc; ++b)
       for (int64_t s = 0; s < s_loc; ++s)
@@ -87,8 +117,8 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
               in[t][seq_index(tr.layout, b_loc, s_loc, H, D, b, s, h, d) * elem + e] =
                   pattern_byte(seed, t, me.first_sequence + b, me.token_begin + s, h, d, e);
     in_ptr[t] = in[t].data();
-    mid_ptr[t] = mid[t].data();
-    mid_cptr[t] = mid[t].data();
+    mid_ptr[t] = mid[t]->ptr;
+    mid_cptr[t] = mid[t]->ptr;
     back_ptr[t] = back[t].data();
   }
   plan.scatter(in_ptr.data(), mid_ptr.data());
@@ -102,10 +132,22 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
           for (int64_t d = 0; d < D; ++d)
             for (int64_t e = 0; e < elem; ++e) {
               const uint8_t want = pattern_byte(seed, t, me.first_sequence + b, s, me.group_position * hk + h, d, e);
-              if (mid[t][head_index(tr.layout, b_loc, tr.seq_len, hk, D, b, s, h, d) * elem + e] != want) ++wrong;
+              if (mid[t]->ptr[head_index(tr.layout, b_loc, tr.seq_len, hk, D, b, s, h, d) * elem + e] != want) ++wrong;
             }
   }
+  // The path the exchange took must be the one asked for: shared memory when the test put the head-sharded
+  // tensors there (and the group has several ranks), else not.
+  const int32_t path = plan.info().last_path;
+  const int32_t want_path = K == 1 ? BASP_PATH_LOCAL : g_shared ? BASP_PATH_SHARED : -1;
+  if ((want_path >= 0 && path != want_path) || (want_path < 0 && (path == BASP_PATH_SHARED || path == BASP_PATH_NONE))) {
+    std::fprintf(stderr, "rank %d %s: scatter took path %d, expected %d\n", me.rank, label, path, want_path);
+    return 1;
+  }
   plan.gather(mid_cptr.data(), back_ptr.data());
+  if (plan.info().last_path != path) {
+    std::fprintf(stderr, "rank %d %s: gather took path %d, scatter %d\n", me.rank, label, plan.info().last_path, path);
+    return 1;
+  }
   int64_t wrong_back = 0;
   for (size_t t = 0; t < n; ++t)
     for (size_t i = 0; i < in[t].size(); ++i) wrong_back += in[t][i] != back[t][i];
@@ -129,9 +171,14 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int trials = argc > 1 ? std::atoi(argv[1]) : 24;
-  uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : std::random_device{}();
+  uint64_t seed = argc > 2 && std::strcmp(argv[2], "random") != 0 ? std::strtoull(argv[2], nullptr, 0)
+                                                                   : std::random_device{}();
+  g_shared = argc > 3 && std::strcmp(argv[3], "shared") == 0;
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("test_redistribution: N=%d trials=%d seed=%llu\n", size, trials, (unsigned long long)seed);
+  if (rank == 0) {
+    std::printf("test_redistribution: N=%d trials=%d seed=%llu%s\n", size, trials, (unsigned long long)seed,
+                g_shared ? " (head-sharded tensors in basp_mem_alloc memory)" : "");
+  }
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   int failures = 0;

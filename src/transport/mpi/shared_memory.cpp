@@ -1,0 +1,175 @@
+#include "transport/mpi/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "transport/mpi/mpi_util.h"
+
+namespace basp::transport::mpi {
+namespace {
+
+struct Published {
+  int64_t pid;
+  int64_t fd;
+  uint64_t base;
+  uint64_t size;
+  int64_t ok;  // 1: this rank's memfd is mapped and can be shared
+};
+
+}  // namespace
+
+SharedMemory::~SharedMemory() {
+  for (Region& r : regions_) unmap(r);
+}
+
+void SharedMemory::unmap(Region& r) {
+  if (r.mapped) munmap(r.mapped, r.size);
+  if (r.fd >= 0) close(r.fd);
+  r.mapped = nullptr;
+  r.fd = -1;
+}
+
+void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* shared) {
+  BASP_CHECK_ARG(bytes > 0, "bytes (", bytes, ") must be positive");
+  int k = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(group, &k));
+  MPI_Comm node = MPI_COMM_NULL;
+  BASP_MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  OwnedComm node_owned(node);
+  int node_size = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(node, &node_size));
+  const bool one_node = node_size == k;
+
+  // This rank's memory: a memfd (shareable) when the group is on one node, else plain anonymous memory.
+  Region mine;
+  mine.owner = position;
+  mine.size = bytes;
+  std::string why;
+  if (one_node) {
+    mine.fd = memfd_create("basp-shared", MFD_CLOEXEC);
+    if (mine.fd < 0 || ftruncate(mine.fd, static_cast<off_t>(bytes)) != 0) why = std::strerror(errno);
+  }
+  const bool have_fd = one_node && why.empty();
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, have_fd ? MAP_SHARED : (MAP_PRIVATE | MAP_ANONYMOUS),
+                 have_fd ? mine.fd : -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    if (mine.fd >= 0) close(mine.fd);
+    // Still collective: tell the others this rank has nothing, then fail everywhere.
+    Published none{0, -1, 0, 0, -1};
+    std::vector<Published> all(static_cast<size_t>(k));
+    MPI_Allgather(&none, sizeof(Published), MPI_BYTE, all.data(), sizeof(Published), MPI_BYTE, group);
+    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "mmap of ", bytes, " bytes failed: ", std::strerror(err));
+  }
+  mine.mapped = static_cast<std::byte*>(p);
+  mine.base = reinterpret_cast<uint64_t>(p);
+
+  Published me{static_cast<int64_t>(getpid()), mine.fd, mine.base, bytes, have_fd ? 1 : 0};
+  std::vector<Published> all(static_cast<size_t>(k));
+  BASP_MPI_CHECK(MPI_Allgather(&me, sizeof(Published), MPI_BYTE, all.data(), sizeof(Published), MPI_BYTE, group));
+  bool any_failed = false;
+  for (const Published& x : all) any_failed |= x.ok < 0;
+  if (any_failed) {
+    unmap(mine);
+    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "another rank of the group could not allocate its part");
+  }
+
+  // Map every peer's memfd through /proc (same node, same user: the kernel checks ptrace-read rights).
+  std::vector<Region> peers;
+  int ok = 1;
+  for (const Published& x : all) ok &= x.ok == 1;
+  for (int j = 0; j < k && ok; ++j) {
+    if (j == position) continue;
+    const std::string path = "/proc/" + std::to_string(all[j].pid) + "/fd/" + std::to_string(all[j].fd);
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    void* q = fd >= 0 ? mmap(nullptr, all[j].size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (q == MAP_FAILED) {
+      ok = 0;
+      break;
+    }
+    Region r;
+    r.owner = j;
+    r.base = all[j].base;
+    r.size = all[j].size;
+    r.mapped = static_cast<std::byte*>(q);
+    peers.push_back(r);
+  }
+  int all_ok = 0;
+  BASP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, group));
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t id = next_id_++;
+  if (!all_ok) {
+    for (Region& r : peers) unmap(r);
+    peers.clear();
+  }
+  mine.id = id;
+  mine.shared = all_ok == 1;
+  regions_.push_back(mine);
+  for (Region& r : peers) {
+    r.id = id;
+    r.shared = true;
+    regions_.push_back(r);
+  }
+  if (shared) *shared = all_ok == 1;
+  return p;
+}
+
+void SharedMemory::release(MPI_Comm group, int position, void* ptr) {
+  int64_t found_id = -1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Region& r : regions_) {
+      if (r.owner == position && r.base == reinterpret_cast<uint64_t>(ptr)) {
+        found_id = static_cast<int64_t>(r.id);
+        break;
+      }
+    }
+  }
+  int k = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(group, &k));
+  std::vector<int64_t> ids(static_cast<size_t>(k));
+  BASP_MPI_CHECK(MPI_Allgather(&found_id, 1, MPI_INT64_T, ids.data(), 1, MPI_INT64_T, group));
+  BASP_CHECK_ARG(found_id >= 0, "ptr (", ptr, ") was not returned by basp_mem_alloc on this comm, or was freed");
+  for (int j = 0; j < k; ++j) {
+    BASP_CHECK_ARG(ids[j] == found_id, "rank at group position ", j, " freed a different allocation (",
+                   ids[j] < 0 ? std::string("an unknown pointer") : "allocation #" + std::to_string(ids[j]),
+                   ") than this rank (allocation #", found_id, "): basp_mem_free is collective");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto id = static_cast<uint64_t>(found_id);
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->id == id) {
+      unmap(*it);
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::byte* SharedMemory::translate(int owner, uint64_t address, uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Region& r : regions_) {
+    if (r.shared && r.owner == owner && address >= r.base && bytes <= r.size && address - r.base <= r.size - bytes) {
+      return r.mapped + (address - r.base);
+    }
+  }
+  return nullptr;
+}
+
+bool SharedMemory::has_shared_regions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Region& r : regions_) {
+    if (r.shared) return true;
+  }
+  return false;
+}
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,57 @@
+// Host memory that the ranks of one node's group map into each other's address space (the host analogue of
+// NCCL's symmetric memory: ncclMemAlloc + window registration). A tensor that lives in it can be reached by
+// its peers with plain loads and stores, so the MPI backend moves its rows with one user-space copy: no
+// packing, no system call per row.
+//
+// Allocation and release are collective over the group. Every rank ends up with the same table of regions (one
+// per rank and allocation), so every rank can tell, from the addresses its peers publish, whether an exchange
+// can take the shared-memory path, and all reach the same answer without talking.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace basp::transport::mpi {
+
+class SharedMemory {
+ public:
+  SharedMemory() = default;
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+  ~SharedMemory();
+
+  // Collective over `group` (this rank at `position`): `bytes` of zeroed host memory for this rank. When the
+  // group spans nodes or the kernel refuses the mapping, the memory is ordinary private memory (still valid,
+  // just not shared) and `shared` says so.
+  void* allocate(MPI_Comm group, int position, size_t bytes, bool* shared);
+  // Collective: every rank passes the pointer it got from the same allocate call. Throws (on every rank) when
+  // some rank passes a pointer that allocate did not return.
+  void release(MPI_Comm group, int position, void* ptr);
+
+  // This process's address of [address, address + bytes) in the memory of the rank at `owner`, or nullptr
+  // when that range is not inside one shared region.
+  std::byte* translate(int owner, uint64_t address, uint64_t bytes) const;
+  bool has_shared_regions() const;
+
+ private:
+  struct Region {
+    int owner = -1;        // position of the rank that allocated it
+    uint64_t base = 0;     // its address in the owner's process
+    uint64_t size = 0;
+    std::byte* mapped = nullptr;  // its address in this process
+    int fd = -1;           // the memfd, for regions this rank owns
+    uint64_t id = 0;       // allocation number, the same on every rank
+    bool shared = false;   // false: this rank's private memory (the group could not share it)
+  };
+  void unmap(Region& r);
+
+  mutable std::mutex mutex_;
+  std::vector<Region> regions_;
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace basp::transport::mpi
