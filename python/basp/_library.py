@@ -96,7 +96,8 @@ def load(path=None):
                 continue
             _lib, _lib_path = lib, candidate
             return lib
-        raise OSError("libbasp not found; set %s to the path of libbasp.so. Tried: %s" % (ENV_VAR, "; ".join(tried)))
+        raise OSError("libbasp could not be loaded (set $%s to the path of libbasp.so). Tried: %s"
+                      % (ENV_VAR, "; ".join(tried)))
 
 
 def lib():

@@ -112,14 +112,18 @@ def close(got, ref, what):
 
 def test_attention_matches_single_process():
     # Head counts divisible by N, so that Ulysses (K = N) runs the same model as BASP.
-    cases = [(False, 2 * N, N, "bshd"), (True, N, N, "bshd"), (True, 2 * N, N, "sbhd"), (False, 4 * N, N, "sbhd")]
+    # (causal, Hq, Hkv, layout, also run Ulysses): Ulysses on two of them keeps the run time modest.
+    cases = [(False, 2 * N, N, "bshd", True), (True, N, N, "bshd", False), (True, 2 * N, N, "sbhd", True),
+             (False, 4 * N, N, "sbhd", False)]
     for b in (1, 2, 4, 8):
-        for causal, hq, hkv, layout in cases:
+        for causal, hq, hkv, layout, with_ulysses in cases:
             seed = 1000 * b + 10 * hq + causal
             x, w, dout = model(b, hq, hkv, seed)
             ref = reference(x, w, dout, hq, hkv, causal)
             runs = {}
-            for name, groups in (("BASP", None), ("Ulysses", 1)):
+            # With gcd(N, B) = 1, BASP is Ulysses: the same comm twice would prove nothing.
+            variants = [("BASP", None)] + ([("Ulysses", 1)] if with_ulysses and math.gcd(N, b) > 1 else [])
+            for name, groups in variants:
                 r = distributed(b, hq, hkv, causal, layout, groups, seed)
                 what = "%s N=%d B=%d G=%d Hq=%d Hkv=%d causal=%s %s" % (name, N, b, r["G"], hq, hkv, causal,
                                                                         layout)
@@ -129,7 +133,7 @@ def test_attention_matches_single_process():
                 for i, name_w in enumerate(("dWq", "dWk", "dWv")):
                     close(r["dw"][i], ref["dw"][i], "%s, %s" % (name_w, what))
                 runs[name] = r
-            for key in ("out", "dx", "dq", "dk", "dv"):
+            for key in ("out", "dx", "dq", "dk", "dv") if len(runs) == 2 else ():
                 check.true(torch.allclose(runs["BASP"][key], runs["Ulysses"][key], rtol=RTOL, atol=ATOL),
                            "BASP and Ulysses agree on %s (B=%d, %s)" % (key, b, layout))
 
