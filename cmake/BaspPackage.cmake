@@ -19,7 +19,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/baspConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/baspConfig.cmake ${PROJECT_BINARY_DIR}/baspConfigVersion.cmake
         DESTINATION ${BASP_INSTALL_CMAKEDIR})
 
-# pkg-config: paths relative to the prefix the package is installed to.
+# pkg-config: relocatable, the prefix is found from where the .pc file lies (cmake --install --prefix works).
+file(RELATIVE_PATH BASP_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" BASP_PC_TO_PREFIX "${BASP_PC_TO_PREFIX}")
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
   set(BASP_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 else()

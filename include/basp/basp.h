@@ -269,6 +269,36 @@ BASP_API basp_status_t basp_mem_alloc(basp_comm_t comm, size_t bytes, void** ptr
  * another thread executes a plan of the comm. NULL is accepted (on every rank) and does nothing. */
 BASP_API basp_status_t basp_mem_free(basp_comm_t comm, void* ptr);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * NCCL backend (device memory). Builds without CUDA + NCCL return BASP_ERROR_UNSUPPORTED.
+ *
+ * A comm of the NCCL backend comes from basp_comm_create_nccl (an existing ncclComm_t) or from
+ * basp_comm_create_mpi with config->backend = BASP_BACKEND_NCCL. Its plans take device pointers (host pointers
+ * are rejected with BASP_ERROR_INVALID_ARGUMENT) and a cudaStream_t as `stream` (NULL: the default stream):
+ * basp_scatter/basp_gather only enqueue work on that stream, never wait for it and allocate nothing, so they
+ * can be captured in a CUDA graph. On the MPI backend of a library built with CUDA, device pointers are rejected
+ * the same way.
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Collective over `nccl_comm` (an ncclComm_t; no operation may be outstanding on it): splits it into one NCCL
+ * communicator per group with ncclCommSplit (color = group, key = position). config->backend must be
+ * BASP_BACKEND_NCCL. The comm uses the communicator's CUDA device; `nccl_comm` stays the caller's. */
+BASP_API basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_config_t* config, basp_comm_t* comm);
+
+/* Not collective. Whether the comm's backend failed asynchronously (ncclCommGetAsyncError on its group
+ * communicator): *error is BASP_SUCCESS when nothing failed, else the failure's status (BASP_ERROR_NCCL), and
+ * `message` (when not NULL and capacity > 0) receives its description, truncated and NUL-terminated. MPI comms
+ * never fail asynchronously. */
+BASP_API basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t* error, char* message,
+                                                 size_t capacity);
+
+/* Not collective. Aborts the comm's NCCL operations, including those enqueued and not yet finished, and frees
+ * its NCCL communicators (ncclCommAbort): meant for a rank that found an exchange hung or failed. Every later
+ * basp_scatter/basp_gather of the comm's plans fails with BASP_ERROR_NCCL; the comm and its plans must still be
+ * destroyed. Do not call it while another thread is inside basp_scatter/basp_gather of the comm's plans. MPI
+ * comms return BASP_ERROR_UNSUPPORTED. */
+BASP_API basp_status_t basp_comm_abort(basp_comm_t comm);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

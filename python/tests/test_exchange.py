@@ -39,9 +39,10 @@ def poisoned(shape, dtype):
 
 
 def test_rank_info_follows_the_paper():
+    # The paper's contiguous rule, asked for explicitly (the default placement may follow the topology).
     for b in range(1, 9):
         for groups in [None] + divisors(math.gcd(N, b)):
-            comm = basp.Comm(WORLD, micro_batch=b, num_groups=groups)
+            comm = basp.Comm(WORLD, micro_batch=b, num_groups=groups, placement="contiguous")
             g_count = math.gcd(N, b) if groups is None else groups
             k = N // g_count
             check.equal((comm.world_size, comm.rank, comm.num_groups, comm.group_size, comm.micro_batch),
@@ -58,10 +59,25 @@ def test_rank_info_follows_the_paper():
                 check.equal(info.as_dict(), expected, "Algorithm 2 for rank %d, B=%d, G=%d" % (r, b, g_count))
             for g in range(g_count):
                 check.equal(comm.group_ranks(g), list(range(g * k, (g + 1) * k)), "members of group %d" % g)
-            check.equal(comm.group_ranks(), list(range(comm.group_index * k, (comm.group_index + 1) * k)),
-                        "own group")
             check.equal(comm.query(), comm.query(0, RANK), "rank -1 is the caller")
             comm.close()
+
+
+def test_groups_and_queries_agree_for_the_default_placement():
+    for b in range(1, 9):
+        with basp.Comm(WORLD, micro_batch=b) as comm:
+            g_count, k = math.gcd(N, b), N // math.gcd(N, b)
+            check.equal((comm.num_groups, comm.group_size), (g_count, k), "G = gcd(N, B) for B=%d" % b)
+            members = [comm.group_ranks(g) for g in range(g_count)]
+            check.equal(sorted(r for m in members for r in m), list(range(N)), "groups partition the world")
+            for r in range(N):
+                info = comm.shard(2 * k, r)
+                check.equal(members[info.group_index][info.group_position], r, "rank %d sits where the query "
+                            "says" % r)
+                check.equal((info.first_sequence, info.num_sequences, info.token_begin),
+                            (info.group_index * (b // g_count), b // g_count, info.group_position * 2),
+                            "Algorithm 2 from the group and position of rank %d" % r)
+            check.equal(comm.group_ranks(), members[comm.group_index], "own group")
 
 
 def test_every_token_has_exactly_one_owner():
@@ -101,7 +117,7 @@ def test_data_loader_helpers():
 
 def roundtrip(comm, layout, dtype, head_mult, seq_mult, head_dim, seed):
     """Scatter then gather through one plan; every output poisoned first and compared byte for byte."""
-    k, b, g = comm.group_size, comm.micro_batch, comm.group_index
+    k, b = comm.group_size, comm.micro_batch
     seq_len = seq_mult * k
     heads = [m * k for m in head_mult]
     info = comm.shard(seq_len)

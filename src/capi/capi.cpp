@@ -1,4 +1,5 @@
 // The C ABI: argument checks, handle lifetime, status mapping. Nothing else lives here.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,12 @@
 #include "runtime/comm.h"
 #if BASP_HAVE_MPI
 #include "transport/mpi/mpi_transport.h"
+#endif
+#if BASP_HAVE_NCCL
+#include "transport/nccl/nccl_transport.h"
+#endif
+#if BASP_HAVE_NCCL && BASP_HAVE_MPI
+#include "transport/nccl/nccl_bootstrap_mpi.h"
 #endif
 
 namespace {
@@ -96,11 +103,18 @@ basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_confi
     const basp_comm_config_v1 cfg =
         basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, "config");
     const basp::runtime::CommOptions options = to_options(cfg);
-    BASP_CHECK(options.backend == BASP_BACKEND_MPI, BASP_ERROR_UNSUPPORTED, "config->backend (",
-               static_cast<int>(options.backend), ") is not BASP_BACKEND_MPI: basp_comm_create_mpi builds MPI comms");
 #if BASP_HAVE_MPI
     auto handle = std::make_unique<basp_comm>();
-    handle->impl = basp::transport::mpi::create_comm(parent, options);
+    if (options.backend == BASP_BACKEND_NCCL) {
+#if BASP_HAVE_NCCL
+      handle->impl = basp::transport::nccl::create_comm_mpi(parent, options);
+#else
+      fail(BASP_ERROR_UNSUPPORTED, "config->backend (", static_cast<int>(options.backend),
+           ") is BASP_BACKEND_NCCL but this libbasp was built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT)");
+#endif
+    } else {
+      handle->impl = basp::transport::mpi::create_comm(parent, options);
+    }
     basp::capi::register_comm(handle.get());
     *comm = handle.release();
 #else
@@ -227,6 +241,46 @@ basp_status_t basp_mem_free(basp_comm_t comm, void* ptr) {
     if (ptr == nullptr) return;
     c->transport().free_shared(ptr);
   });
+}
+
+basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_config_t* config, basp_comm_t* comm) {
+  return guarded(__func__, [&] {
+    BASP_CHECK(comm != nullptr, BASP_ERROR_NULL_POINTER, "comm (the output handle) is NULL");
+    *comm = nullptr;
+    const basp_comm_config_v1 cfg =
+        basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, "config");
+    const basp::runtime::CommOptions options = to_options(cfg);
+    BASP_CHECK_ARG(options.backend == BASP_BACKEND_NCCL, "config->backend (", static_cast<int>(options.backend),
+                   ") is not BASP_BACKEND_NCCL: basp_comm_create_nccl builds NCCL comms");
+    BASP_CHECK(nccl_comm != nullptr, BASP_ERROR_NULL_POINTER, "nccl_comm is NULL");
+#if BASP_HAVE_NCCL
+    auto handle = std::make_unique<basp_comm>();
+    handle->impl = basp::transport::nccl::create_comm(static_cast<ncclComm_t>(nccl_comm), options);
+    basp::capi::register_comm(handle.get());
+    *comm = handle.release();
+#else
+    fail(BASP_ERROR_UNSUPPORTED, "this libbasp was built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT)");
+#endif
+  });
+}
+
+basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t* error, char* message, size_t capacity) {
+  return guarded(__func__, [&] {
+    const auto c = basp::capi::comm_ref(comm, "comm");
+    BASP_CHECK(error != nullptr, BASP_ERROR_NULL_POINTER, "error is NULL");
+    std::string detail;
+    const basp_status_t found = c->transport().async_error(detail);
+    *error = found;
+    if (message != nullptr && capacity > 0) {
+      const size_t n = std::min(detail.size(), capacity - 1);
+      std::memcpy(message, detail.data(), n);
+      message[n] = '\0';
+    }
+  });
+}
+
+basp_status_t basp_comm_abort(basp_comm_t comm) {
+  return guarded(__func__, [&] { basp::capi::comm_ref(comm, "comm")->transport().abort(); });
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "transport/memory_kind.h"
 
 namespace basp::runtime {
 
@@ -39,6 +40,12 @@ void Plan::check_buffers(const char* op, const void* const* inputs, void* const*
   }
   if (comm_->transport().backend() == BASP_BACKEND_MPI) {
     BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
+  }
+  // Memory the backend cannot reach: device memory on MPI (when the build knows CUDA), host memory on NCCL.
+  const basp_backend_t backend = comm_->transport().backend();
+  for (int32_t t = 0; t < n; ++t) {
+    transport::check_memory_kind(backend, op, "inputs", t, inputs[t]);
+    transport::check_memory_kind(backend, op, "outputs", t, outputs[t]);
   }
   // Every buffer holds tensor_bytes; an output may overlap no input and no other output.
   auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {

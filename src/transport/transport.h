@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "basp/basp.h"
 #include "common/error.h"
@@ -39,6 +40,17 @@ class GroupTransport {
   virtual void free_shared(void* ptr) {
     (void)ptr;
     detail::fail(BASP_ERROR_UNSUPPORTED, "this backend has no shared memory (only BASP_BACKEND_MPI has)");
+  }
+  // An error the backend raised asynchronously (NCCL's ncclCommGetAsyncError): BASP_SUCCESS when there is none,
+  // else its status, with the detail in `message`. Backends that fail synchronously (MPI) never have one.
+  virtual basp_status_t async_error(std::string& message) {
+    (void)message;
+    return BASP_SUCCESS;
+  }
+  // Stops the backend's outstanding operations and releases its communicators; later executes of the comm's
+  // plans fail. Only backends that can abort one communicator without ending the process support it.
+  virtual void abort() {
+    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend cannot abort a communicator (only BASP_BACKEND_NCCL can)");
   }
 };
 

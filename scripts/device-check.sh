@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The GPU verification of docs/gpu.md, in one go, on a machine with an NVIDIA GPU:
+#   1. builds libbasp in Release with only the GPU checks (BASP_GPU_CHECKS_ONLY: no MPI, hwloc, Catch2 or
+#      Google Benchmark needed; nvcc, CMake and ninja are),
+#   2. runs the CTest label "gpu": kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
+#      ranks on one GPU), the NCCL single-rank smoke test through the C ABI, the NCCL exchange path in a CUDA graph,
+#   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
+#      2-byte elements, median of 20 runs),
+#   4. prints a short table last.
+#
+#   scripts/device-check.sh [build-dir]          (default: build-device)
+# Environment: NCCL_ROOT (a folder with include/nccl.h and lib/libnccl.so*; default: the NCCL of the Python
+# environment's nvidia-nccl wheel, then the CUDA toolkit's), CUDA_ARCH (default: the GPU's compute capability),
+# OUT (a folder that receives the logs and the benchmark's JSON; default: the build folder), JOBS.
+# Exit status: 0 when every check passed, 1 otherwise.
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$repo/build-device}
+out=${OUT:-$build}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+mkdir -p "$build" "$out"
+log=$out/device-check.log
+: >"$log"
+say() { echo "$@" | tee -a "$log"; }
+
+# --- the machine -------------------------------------------------------------------------------------------
+device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+say "# device: ${device:-unknown (nvidia-smi failed)}"
+say "# nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found')"
+say "# cmake: $(cmake --version 2>/dev/null | head -1)"
+arch=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')}
+arch=${arch:-80;90}
+
+# PyTorch's wheel: site-packages/nvidia/nccl/{include,lib} (with only libnccl.so.2).
+find_wheel_nccl() {
+  python3 - <<'PY' 2>/dev/null
+import glob, os, site, sys
+roots = []
+try:
+    roots += site.getsitepackages()
+except Exception:
+    pass
+roots += [p for p in sys.path if p]
+for root in roots:
+    for header in sorted(glob.glob(os.path.join(root, "nvidia", "**", "nccl.h"), recursive=True)):
+        if os.path.basename(os.path.dirname(header)) == "include":
+            print(os.path.dirname(os.path.dirname(header)))
+            sys.exit(0)
+PY
+}
+[[ -z "${NCCL_ROOT:-}" ]] && NCCL_ROOT=$(find_wheel_nccl)
+nccl_lib=$(ls "${NCCL_ROOT:-/nonexistent}"/lib/libnccl.so* 2>/dev/null | head -1)
+say "# NCCL_ROOT: ${NCCL_ROOT:-none, so the NCCL of the CUDA toolkit if any} ${nccl_lib:+($nccl_lib)}"
+
+# --- build -------------------------------------------------------------------------------------------------
+cmake_args=(-S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBASP_GPU_CHECKS_ONLY=ON
+            -DBASP_ENABLE_CUDA=ON -DBASP_ENABLE_MPI=OFF -DBASP_ENABLE_HWLOC=OFF -DBASP_BUILD_TESTS=ON
+            -DBASP_BUILD_BENCH=ON -DBASP_BUILD_EXAMPLES=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
+[[ -n "${NCCL_ROOT:-}" ]] && cmake_args+=("-DNCCL_ROOT=$NCCL_ROOT")
+build_status=FAILED
+if cmake "${cmake_args[@]}" >>"$log" 2>&1 && cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
+  build_status=ok
+fi
+say "# build (Release, sm_$arch): $build_status"
+nccl_found=$(grep -o 'NCCL=[01]' "$build/CMakeCache.txt" 2>/dev/null; grep -h 'libbasp .*NCCL=' "$log" | tail -1 |
+             grep -o 'NCCL=[01]')
+[[ "$build_status" == ok ]] || { tail -40 "$log"; echo "device-check: the build failed (log: $log)"; exit 1; }
+
+# --- GPU tests ---------------------------------------------------------------------------------------------
+declare -A result
+for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_nccl_exchange; do
+  if [[ ! -x "$build/tests/gpu/$t" ]]; then
+    result[$t]="not built"
+    continue
+  fi
+  say ""
+  say "## $t"
+  (cd "$build" && timeout 300 "tests/gpu/$t") 2>&1 | tee "$out/$t.log" >>"$log"
+  rc=${PIPESTATUS[0]}
+  tail -3 "$out/$t.log"
+  case $rc in
+    0) result[$t]="PASSED ($(grep -o '[0-9]* checks' "$out/$t.log" | tail -1))" ;;
+    77) result[$t]="SKIPPED" ;;
+    124) result[$t]="FAILED (timeout)" ;;
+    *) result[$t]="FAILED (exit $rc)" ;;
+  esac
+done
+several=$(grep -o 'NCCL with 2 ranks on one GPU: [^;]*' "$out/test_gpu_loopback.log" 2>/dev/null | head -1)
+say ""
+say "## ctest -L gpu (the same programs, as CI registers them)"
+(cd "$build" && ctest -L gpu --timeout 300 2>&1) | tail -8 | tee -a "$log"
+
+# --- bandwidth ---------------------------------------------------------------------------------------------
+say ""
+say "## basp_pack_bandwidth -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8"
+bench_rc=1
+if [[ -x "$build/bench/basp_pack_bandwidth" ]]; then
+  "$build/bench/basp_pack_bandwidth" -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8 -J "$out/pack_bandwidth.json" 2>&1 |
+    tee "$out/pack_bandwidth.txt" | tee -a "$log"
+  bench_rc=${PIPESTATUS[0]}
+fi
+lowest=$(grep -o 'Lowest pack/unpack bandwidth: .*' "$out/pack_bandwidth.txt" 2>/dev/null)
+case $bench_rc in
+  0) bench_status="ran; ${lowest#Lowest pack/unpack bandwidth: }" ;;
+  77) bench_status="SKIPPED (no device)" ;;
+  *) bench_status="FAILED (exit $bench_rc)" ;;
+esac
+
+# --- summary -----------------------------------------------------------------------------------------------
+fail=0
+for t in "${!result[@]}"; do
+  [[ "${result[$t]}" == PASSED* ]] || fail=1
+done
+[[ $bench_rc == 0 ]] || fail=1
+{
+  echo ""
+  echo "== device-check summary ($(date -u +%Y-%m-%d), ${device:-unknown device}, ${nccl_found:-NCCL=?}) =="
+  printf '| %-44s | %s\n' "check" "result"
+  printf '| %-44s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
+  printf '| %-44s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
+  printf '| %-44s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
+  printf '| %-44s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
+  printf '| %-44s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
+  printf '| %-44s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
+  grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
+    awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }
+         END { for (k in worst) printf "|   %-42s | lowest %s (%s)\n", k, worst[k], op[k] }' | sort -n -k2
+  echo "overall: $([[ $fail == 0 ]] && echo PASSED || echo FAILED)   (logs: $out)"
+} | tee -a "$log"
+exit $fail

@@ -1,0 +1,82 @@
+// The device pack/unpack kernel: a grid-stride loop over the tiles of layout/row_copy.h. All index math lives in
+// the BASP_HOST_DEVICE functions that the CPU unit tests run; this file only launches them.
+#include "layout/cuda/pack_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+
+namespace basp::layout::cuda {
+namespace {
+
+__global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const RowCopyArgs args) {
+  for (int64_t tile = blockIdx.x; tile < args.num_tiles; tile += gridDim.x) {
+    copy_tile(args, tile, static_cast<int32_t>(threadIdx.x));
+  }
+}
+
+// One wave of resident CTAs: the grid-stride loop then spreads the tiles evenly, with no partial last wave.
+// Cached per device (the occupancy query is not free and the answer never changes).
+cudaError_t resident_blocks(int device, int* blocks) {
+  static std::array<std::atomic<int>, 64> cache{};
+  if (device >= 0 && device < static_cast<int>(cache.size())) {
+    *blocks = cache[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (*blocks > 0) return cudaSuccess;
+  }
+  int sms = 0;
+  cudaError_t rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (rc != cudaSuccess) return rc;
+  int per_sm = 0;
+  rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_copy_kernel, kCopyThreads, 0);
+  if (rc != cudaSuccess) return rc;
+  *blocks = std::max(1, sms * per_sm);
+  if (device >= 0 && device < static_cast<int>(cache.size())) {
+    cache[static_cast<size_t>(device)].store(*blocks, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t prepare_row_copy() {
+  int device = 0;
+  const cudaError_t rc = cudaGetDevice(&device);
+  if (rc != cudaSuccess) return rc;
+  int resident = 0;
+  return resident_blocks(device, &resident);
+}
+
+cudaError_t launch_row_copy(const RowCopyArgs& args, cudaStream_t stream) {
+  if (args.num_tiles == 0) return cudaSuccess;
+  int device = 0;
+  cudaError_t rc = cudaGetDevice(&device);
+  if (rc != cudaSuccess) return rc;
+  int resident = 0;
+  rc = resident_blocks(device, &resident);
+  if (rc != cudaSuccess) return rc;
+  const int64_t blocks = std::min<int64_t>(args.num_tiles, resident);
+  row_copy_kernel<<<static_cast<unsigned>(blocks), kCopyThreads, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scatter_pack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* const* seq,
+                                void* wire, cudaStream_t stream) {
+  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kSeq, true, seq, wire), stream);
+}
+
+cudaError_t launch_scatter_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
+                                  void* const* head, cudaStream_t stream) {
+  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kHead, false, head, wire), stream);
+}
+
+cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* const* head,
+                               void* wire, cudaStream_t stream) {
+  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kHead, true, head, wire), stream);
+}
+
+cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
+                                 void* const* seq, cudaStream_t stream) {
+  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kSeq, false, seq, wire), stream);
+}
+
+}  // namespace basp::layout::cuda

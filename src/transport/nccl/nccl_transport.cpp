@@ -1,0 +1,172 @@
+#include "transport/nccl/nccl_transport.h"
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/error.h"
+#include "layout/cuda/pack_kernels.h"
+#include "layout/packed_workspace.h"
+#include "transport/nccl/nccl_util.h"
+
+namespace basp::transport::nccl {
+
+GroupComm::GroupComm(ncclComm_t comm, int device) : comm_(comm), device_(device) {}
+
+GroupComm::~GroupComm() {
+  if (!aborted_.load()) ncclCommDestroy(comm_);
+}
+
+ncclComm_t GroupComm::get(const char* op) const {
+  BASP_CHECK(!aborted_.load(), BASP_ERROR_NCCL, op, ": the comm was aborted (basp_comm_abort); destroy its plans");
+  return comm_;
+}
+
+basp_status_t GroupComm::async_error(std::string& message) {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_.load()) {
+    message = "the comm was aborted (basp_comm_abort)";
+    return BASP_ERROR_NCCL;
+  }
+  ncclResult_t state = ncclSuccess;
+  BASP_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+  // ncclInProgress only means a non-blocking operation has not finished: nothing failed.
+  if (state == ncclSuccess || state == ncclInProgress) return BASP_SUCCESS;
+  message = std::string(ncclGetErrorString(state));
+  const char* detail = ncclGetLastError(comm_);
+  if (detail != nullptr && detail[0] != '\0') message += std::string(": ") + detail;
+  return BASP_ERROR_NCCL;
+}
+
+void GroupComm::abort() {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_.exchange(true)) return;
+  BASP_NCCL_CHECK(ncclCommAbort(comm_));
+}
+
+namespace {
+
+class NcclExecutor final : public PlanExecutor {
+ public:
+  NcclExecutor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan, ExecutorOptions options)
+      : comm_(std::move(comm)),
+        plan_(plan),
+        workspace_(layout::make_packed_workspace(plan.tensors.data(), plan.num_tensors())),
+        direct_(options.direct_copy_when_alone && plan.group_size == 1) {
+    if (direct_) return;
+    DeviceScope scope(comm_->device());
+    check_launch(layout::cuda::prepare_row_copy(), "preparing the pack/unpack kernel");
+    send_ = DeviceBuffer(workspace_.bytes(plan_.group_size));
+    recv_ = DeviceBuffer(workspace_.bytes(plan_.group_size));
+  }
+
+  int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
+
+  void scatter(const void* const* inputs, void* const* outputs, void* stream) override {
+    ncclComm_t comm = comm_->get("scatter");
+    DeviceScope scope(comm_->device());
+    auto s = static_cast<cudaStream_t>(stream);
+    if (direct_) return copy_tensors(inputs, outputs, s);
+    const int32_t n = plan_.num_tensors();
+    const layout::Geometry* g = plan_.tensors.data();
+    check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
+    exchange(comm, s);
+    check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
+  }
+
+  void gather(const void* const* inputs, void* const* outputs, void* stream) override {
+    ncclComm_t comm = comm_->get("gather");
+    DeviceScope scope(comm_->device());
+    auto s = static_cast<cudaStream_t>(stream);
+    if (direct_) return copy_tensors(inputs, outputs, s);
+    const int32_t n = plan_.num_tensors();
+    const layout::Geometry* g = plan_.tensors.data();
+    check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
+    exchange(comm, s);
+    check_launch(layout::cuda::launch_gather_unpack(g, n, workspace_, recv_.get(), outputs, s), "gather: unpack");
+  }
+
+ private:
+  static void check_launch(cudaError_t rc, const char* what) {
+    if (rc != cudaSuccess) detail::fail_cuda(rc, what);
+  }
+
+  // K = 1: the two layouts of a tensor are the same bytes.
+  void copy_tensors(const void* const* inputs, void* const* outputs, cudaStream_t s) {
+    for (int32_t t = 0; t < plan_.num_tensors(); ++t) {
+      const auto bytes = static_cast<size_t>(plan_.tensors[t].tensor_bytes());
+      BASP_CUDA_CHECK(cudaMemcpyAsync(outputs[t], inputs[t], bytes, cudaMemcpyDeviceToDevice, s));
+    }
+  }
+
+  // Every peer block has the same size: one all-to-all moves every tensor.
+  void exchange(ncclComm_t comm, cudaStream_t s) {
+    const auto count = static_cast<size_t>(workspace_.peer_stride);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    BASP_NCCL_CHECK(ncclAlltoAll(send_.get(), recv_.get(), count, ncclUint8, comm, s));
+#else
+    // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped point-to-point operations.
+    BASP_NCCL_CHECK(ncclGroupStart());
+    for (int32_t j = 0; j < plan_.group_size; ++j) {
+      const int64_t off = j * workspace_.peer_stride;
+      BASP_NCCL_CHECK(ncclSend(send_.get() + off, count, ncclUint8, j, comm, s));
+      BASP_NCCL_CHECK(ncclRecv(recv_.get() + off, count, ncclUint8, j, comm, s));
+    }
+    BASP_NCCL_CHECK(ncclGroupEnd());
+#endif
+  }
+
+  std::shared_ptr<GroupComm> comm_;
+  plan::ExchangePlan plan_;
+  layout::PackedWorkspace workspace_;
+  bool direct_;
+  DeviceBuffer send_;
+  DeviceBuffer recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
+                                            ExecutorOptions options) {
+  return std::make_unique<NcclExecutor>(std::move(comm), plan, options);
+}
+
+std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::ExchangePlan& plan) {
+  return nccl::make_executor(group_, plan);
+}
+
+std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+                                         ncclComm_t group, int device) {
+  auto owner = std::make_shared<GroupComm>(group, device);
+  int size = 0;
+  int position = -1;
+  BASP_NCCL_CHECK(ncclCommCount(group, &size));
+  BASP_NCCL_CHECK(ncclCommUserRank(group, &position));
+  BASP_CHECK(size == layout.group_size && position == layout.position_of[rank], BASP_ERROR_INTERNAL,
+             "group communicator of rank ", rank, " has ", size, " ranks and puts it at ", position,
+             "; the plan says ", layout.group_size, " and ", layout.position_of[rank]);
+  auto transport = std::make_unique<NcclGroupTransport>(std::move(owner));
+  return std::make_shared<runtime::Comm>(std::move(layout), rank, placement, std::move(transport));
+}
+
+std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::CommOptions& options) {
+  require_device("the NCCL backend");
+  int size = 0;
+  int rank = 0;
+  int device = -1;
+  BASP_NCCL_CHECK(ncclCommCount(parent, &size));
+  BASP_NCCL_CHECK(ncclCommUserRank(parent, &rank));
+  BASP_NCCL_CHECK(ncclCommCuDevice(parent, &device));
+  plan::GroupLayout layout = runtime::plan_groups(size, options);
+  const int32_t color = layout.group_of[rank];
+  const int32_t key = layout.position_of[rank];
+  DeviceScope scope(device);
+  ncclComm_t group = nullptr;
+  BASP_NCCL_CHECK(ncclCommSplit(parent, color, key, &group, nullptr));
+  BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", color, ") returned no communicator");
+  return make_comm(std::move(layout), rank, options.placement, group, device);
+}
+
+}  // namespace basp::transport::nccl

@@ -1,0 +1,77 @@
+// The NCCL backend: device memory, one NCCL communicator per group.
+//
+// A plan owns two device buffers laid out as layout::PackedWorkspace (send and receive). An exchange is three
+// operations enqueued on the caller's stream, nothing else: one pack launch for all tensors, one ncclAlltoAll of
+// peer_stride bytes per peer, one unpack launch. No host synchronisation, no allocation, no communicator
+// creation, so an execute can be captured in a CUDA graph. With K = 1 the sequence-sharded and head-sharded
+// tensors are the same bytes and an execute is one device-to-device copy per tensor, with no NCCL call.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "basp/basp.h"
+#include "plan/exchange.h"
+#include "runtime/comm.h"
+#include "transport/transport.h"
+
+namespace basp::transport::nccl {
+
+// One rank's communicator of its group, shared by the transport and by every plan made from it (plans outlive
+// the comm handle). Destroyed with the last owner, unless aborted.
+class GroupComm {
+ public:
+  GroupComm(ncclComm_t comm, int device);
+  ~GroupComm();
+  GroupComm(const GroupComm&) = delete;
+  GroupComm& operator=(const GroupComm&) = delete;
+
+  // The communicator for an enqueue; BASP_ERROR_NCCL once the comm was aborted.
+  ncclComm_t get(const char* op) const;
+  int device() const { return device_; }
+  basp_status_t async_error(std::string& message);
+  // ncclCommAbort, once; later calls do nothing.
+  void abort();
+
+ private:
+  ncclComm_t comm_;
+  int device_;
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;
+};
+
+struct ExecutorOptions {
+  // K = 1: copy tensor to tensor instead of pack -> ncclAlltoAll -> unpack. The tests turn it off to drive the
+  // whole exchange path through NCCL on a single GPU.
+  bool direct_copy_when_alone = true;
+};
+
+std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
+                                            ExecutorOptions options = {});
+
+class NcclGroupTransport final : public GroupTransport {
+ public:
+  explicit NcclGroupTransport(std::shared_ptr<GroupComm> group) : group_(std::move(group)) {}
+  basp_backend_t backend() const override { return BASP_BACKEND_NCCL; }
+  std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override;
+  basp_status_t async_error(std::string& message) override { return group_->async_error(message); }
+  void abort() override { group_->abort(); }
+  const std::shared_ptr<GroupComm>& group() const { return group_; }
+
+ private:
+  std::shared_ptr<GroupComm> group_;
+};
+
+// Collective over `parent`: forms the groups (runtime::plan_groups) and splits `parent` into one communicator
+// per group with ncclCommSplit (color = group, key = position). No operation may be outstanding on `parent`.
+std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::CommOptions& options);
+
+// Wraps a group communicator that already exists (the MPI bootstrap creates one per group).
+std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+                                         ncclComm_t group, int device);
+
+}  // namespace basp::transport::nccl

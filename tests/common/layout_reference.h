@@ -1,0 +1,118 @@
+// Host references for the device path's four row movements (layout/row_copy.h), tensor by tensor, with the
+// packed workspace of layout/packed_workspace.h. The sequence side goes through the host implementation
+// (layout/host_copy.h); the head side through the plain coordinate formulas below, which do not use Geometry's
+// offsets at all.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "layout/geometry.h"
+#include "layout/host_copy.h"
+#include "layout/packed_workspace.h"
+
+namespace basp::test {
+
+using layout::Geometry;
+using layout::PackedWorkspace;
+
+struct RowCoord {
+  int64_t b, s;  // local sequence, token inside the rank's shard
+};
+
+// Row r of a chunk -> (local sequence, local token), in the layout's order.
+inline RowCoord row_coord(const Geometry& g, int64_t r) {
+  if (g.layout == BASP_LAYOUT_BSHD) return {r / g.s_loc, r % g.s_loc};
+  return {r % g.b_loc, r / g.b_loc};
+}
+
+// Element index in the sequence-sharded tensor [b_loc][S/K][H][D] (or SBHD).
+inline int64_t seq_index(const Geometry& g, int64_t b, int64_t s, int64_t h, int64_t d) {
+  if (g.layout == BASP_LAYOUT_BSHD) return ((b * g.s_loc + s) * g.heads + h) * g.head_dim + d;
+  return ((s * g.b_loc + b) * g.heads + h) * g.head_dim + d;
+}
+
+// Element index in the head-sharded tensor [b_loc][S][H/K][D] (or SBHD); s_full is the token in 0..S-1.
+inline int64_t head_index(const Geometry& g, int64_t b, int64_t s_full, int64_t h, int64_t d) {
+  const int64_t hk = g.heads / g.k;
+  if (g.layout == BASP_LAYOUT_BSHD) return ((b * g.s_loc * g.k + s_full) * hk + h) * g.head_dim + d;
+  return ((s_full * g.b_loc + b) * hk + h) * g.head_dim + d;
+}
+
+// Scatter pack: sequence-sharded -> every peer's chunk of tensor t.
+inline void ref_scatter_pack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* seq,
+                             std::byte* wire) {
+  for (int64_t j = 0; j < g.k; ++j) layout::pack_seq_rows(g, seq, wire + ws.chunk_offset(t, j), j);
+}
+
+// Gather unpack: every peer's chunk of tensor t -> sequence-sharded.
+inline void ref_gather_unpack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* wire,
+                              std::byte* seq) {
+  for (int64_t j = 0; j < g.k; ++j) layout::unpack_seq_rows(g, wire + ws.chunk_offset(t, j), seq, j);
+}
+
+// Scatter unpack: row r of peer j's chunk is token j*S/K + s of local sequence b, heads 0..H/K-1.
+inline void ref_scatter_unpack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* wire,
+                               std::byte* head) {
+  const int64_t row = (g.heads / g.k) * g.head_dim * g.elem;
+  for (int64_t j = 0; j < g.k; ++j) {
+    for (int64_t r = 0; r < g.b_loc * g.s_loc; ++r) {
+      const RowCoord c = row_coord(g, r);
+      std::memcpy(head + head_index(g, c.b, j * g.s_loc + c.s, 0, 0) * g.elem, wire + ws.chunk_offset(t, j) + r * row,
+                  static_cast<size_t>(row));
+    }
+  }
+}
+
+// Gather pack: the mirror image of ref_scatter_unpack.
+inline void ref_gather_pack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* head,
+                            std::byte* wire) {
+  const int64_t row = (g.heads / g.k) * g.head_dim * g.elem;
+  for (int64_t j = 0; j < g.k; ++j) {
+    for (int64_t r = 0; r < g.b_loc * g.s_loc; ++r) {
+      const RowCoord c = row_coord(g, r);
+      std::memcpy(wire + ws.chunk_offset(t, j) + r * row, head + head_index(g, c.b, j * g.s_loc + c.s, 0, 0) * g.elem,
+                  static_cast<size_t>(row));
+    }
+  }
+}
+
+inline void fill_random(std::vector<std::byte>& v, std::mt19937_64& rng) {
+  for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
+}
+
+// One exchange shape: a group of k, b_loc sequences, s_loc tokens per rank, the tensors' head counts.
+struct Shape {
+  int64_t k, b_loc, s_loc, head_dim;
+  std::vector<int64_t> heads;
+};
+
+// The shapes every layout x element size x direction runs on: odd head dims (1, 3, 72), one token per rank
+// (S/K = 1), K = 1, odd K, GQA head counts, row lengths that are and are not multiples of 16 bytes.
+inline std::vector<Shape> odd_shapes() {
+  return {
+      {1, 2, 5, 72, {4, 2, 2}},  {2, 1, 1, 1, {2}},         {3, 2, 3, 3, {6, 3, 3}}, {4, 3, 1, 72, {8, 4, 4}},
+      {8, 1, 2, 128, {16, 8, 8}}, {4, 2, 7, 64, {4}},       {2, 2, 9, 8, {6, 2, 2}}, {5, 1, 3, 3, {5, 10, 5, 5}},
+  };
+}
+
+inline std::vector<Geometry> geometries(const Shape& s, int32_t layout, int64_t elem) {
+  std::vector<Geometry> out;
+  for (int64_t h : s.heads) {
+    Geometry g;
+    g.layout = layout;
+    g.b_loc = s.b_loc;
+    g.s_loc = s.s_loc;
+    g.k = s.k;
+    g.heads = h;
+    g.head_dim = s.head_dim;
+    g.elem = elem;
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace basp::test

@@ -1,0 +1,245 @@
+// Loopback test on one GPU: K virtual ranks of one group live in this process, each with its own tensors, send
+// and receive workspaces. Each rank runs the same launches as the NCCL executor (pack -> exchange -> unpack); the
+// all-to-all between them is emulated with device-to-device copies (block j of rank i's send buffer -> block i of
+// rank j's receive buffer). Checked end to end, bit-exact against data that is a function of global coordinates,
+// outputs poisoned first, for K = 2, 3, 4, 8, both layouts and element sizes 1, 2, 4, 8; then gathered back.
+//
+// Then it asks whether NCCL accepts several ranks on one GPU (ncclCommInitAll with the same device twice) and
+// says so; if it does, a real K = 2 exchange runs through the public C ABI, one thread per rank.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "basp/basp.h"
+#include "gpu_util.h"
+#include "layout/cuda/pack_kernels.h"
+#include "layout_reference.h"
+#include "pattern.h"
+
+#if BASP_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+using basp::layout::Geometry;
+using basp::layout::PackedWorkspace;
+using basp::test::DeviceBytes;
+using basp::test::kPoison;
+using basp::test::pattern_byte;
+
+namespace {
+
+constexpr uint64_t kSeed = 4242;
+
+// Rank l's sequence-sharded tensor t: element (b, token, h, d) of the global tensor.
+std::vector<std::byte> seq_input(const Geometry& g, int32_t t, int64_t l) {
+  std::vector<std::byte> s(static_cast<size_t>(g.tensor_bytes()));
+  for (int64_t b = 0; b < g.b_loc; ++b)
+    for (int64_t tok = 0; tok < g.s_loc; ++tok)
+      for (int64_t h = 0; h < g.heads; ++h)
+        for (int64_t d = 0; d < g.head_dim; ++d)
+          for (int64_t e = 0; e < g.elem; ++e)
+            s[basp::test::seq_index(g, b, tok, h, d) * g.elem + e] =
+                std::byte{pattern_byte(kSeed, t, b, l * g.s_loc + tok, h, d, e)};
+  return s;
+}
+
+// What rank l's head-sharded tensor t must hold after the scatter.
+std::vector<std::byte> head_expected(const Geometry& g, int32_t t, int64_t l) {
+  std::vector<std::byte> s(static_cast<size_t>(g.tensor_bytes()));
+  const int64_t hk = g.heads / g.k;
+  for (int64_t b = 0; b < g.b_loc; ++b)
+    for (int64_t tok = 0; tok < g.s_loc * g.k; ++tok)
+      for (int64_t h = 0; h < hk; ++h)
+        for (int64_t d = 0; d < g.head_dim; ++d)
+          for (int64_t e = 0; e < g.elem; ++e)
+            s[basp::test::head_index(g, b, tok, h, d) * g.elem + e] =
+                std::byte{pattern_byte(kSeed, t, b, tok, l * hk + h, d, e)};
+  return s;
+}
+
+struct Rank {
+  std::vector<DeviceBytes> seq, head, back;
+  DeviceBytes send, recv;
+  Rank(int64_t ws_bytes) : send(ws_bytes), recv(ws_bytes) {}
+};
+
+void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, basp::test::Tally& tally) {
+  const auto geoms = basp::test::geometries(shape, layout, elem);
+  const auto n = static_cast<int32_t>(geoms.size());
+  const int64_t k = shape.k;
+  const PackedWorkspace ws = basp::layout::make_packed_workspace(geoms.data(), n);
+  char name[200];
+  std::snprintf(name, sizeof(name), "loopback K %lld layout %s elem %lld", static_cast<long long>(k),
+                layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD", static_cast<long long>(elem));
+
+  std::vector<Rank> ranks;
+  for (int64_t l = 0; l < k; ++l) {
+    ranks.emplace_back(ws.bytes(k));
+    Rank& r = ranks.back();
+    r.send.fill(kPoison);
+    r.recv.fill(kPoison);
+    for (int32_t t = 0; t < n; ++t) {
+      r.seq.emplace_back(geoms[t].tensor_bytes());
+      r.head.emplace_back(geoms[t].tensor_bytes());
+      r.back.emplace_back(geoms[t].tensor_bytes());
+      r.seq[t].upload(seq_input(geoms[t], t, l));
+      r.head[t].fill(kPoison);
+      r.back[t].fill(kPoison);
+    }
+  }
+  cudaStream_t stream = nullptr;
+  TEST_CUDA(cudaStreamCreate(&stream));
+
+  auto ptrs = [&](std::vector<DeviceBytes>& v) {
+    std::vector<void*> p;
+    for (auto& b : v) p.push_back(b.data());
+    return p;
+  };
+  auto all_to_all = [&]() {
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        TEST_CUDA(cudaMemcpyAsync(ranks[j].recv.data() + i * ws.peer_stride, ranks[i].send.data() + j * ws.peer_stride,
+                                  static_cast<size_t>(ws.peer_stride), cudaMemcpyDeviceToDevice, stream));
+  };
+  bool launched = true;
+  // Scatter.
+  for (auto& r : ranks) {
+    auto in = ptrs(r.seq);
+    std::vector<const void*> cin(in.begin(), in.end());
+    launched &= basp::layout::cuda::launch_scatter_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) ==
+                cudaSuccess;
+  }
+  all_to_all();
+  for (auto& r : ranks) {
+    auto out = ptrs(r.head);
+    launched &= basp::layout::cuda::launch_scatter_unpack(geoms.data(), n, ws, r.recv.data(), out.data(), stream) ==
+                cudaSuccess;
+  }
+  // Gather back, through poisoned workspaces.
+  TEST_CUDA(cudaStreamSynchronize(stream));
+  for (auto& r : ranks) {
+    r.send.fill(kPoison);
+    r.recv.fill(kPoison);
+  }
+  for (auto& r : ranks) {
+    auto in = ptrs(r.head);
+    std::vector<const void*> cin(in.begin(), in.end());
+    launched &= basp::layout::cuda::launch_gather_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) ==
+                cudaSuccess;
+  }
+  all_to_all();
+  for (auto& r : ranks) {
+    auto out = ptrs(r.back);
+    launched &= basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, r.recv.data(), out.data(), stream) ==
+                cudaSuccess;
+  }
+  TEST_CUDA(cudaStreamSynchronize(stream));
+  TEST_CUDA(cudaStreamDestroy(stream));
+  tally.check(launched, name);
+  for (int64_t l = 0; l < k; ++l) {
+    for (int32_t t = 0; t < n; ++t) {
+      const int64_t head_diff = basp::test::first_difference(ranks[l].head[t].download(), head_expected(geoms[t], t, l));
+      if (!tally.check(head_diff < 0, name))
+        std::printf("  scatter: rank %lld tensor %d first wrong byte %lld\n", static_cast<long long>(l), t,
+                    static_cast<long long>(head_diff));
+      const int64_t back_diff = basp::test::first_difference(ranks[l].back[t].download(), seq_input(geoms[t], t, l));
+      if (!tally.check(back_diff < 0, name))
+        std::printf("  gather: rank %lld tensor %d first wrong byte %lld\n", static_cast<long long>(l), t,
+                    static_cast<long long>(back_diff));
+    }
+  }
+  std::printf("%s: %s\n", name, tally.failures == 0 ? "ok" : "FAILED so far");
+}
+
+#if BASP_HAVE_NCCL
+// Several ranks on one GPU: NCCL's answer is reported, not judged. When it accepts, a real K = 2 exchange
+// runs through the public C ABI (one thread per rank) and is checked like the loopback.
+void nccl_several_ranks_one_gpu(basp::test::Tally& tally) {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  const int devices[2] = {0, 0};
+  const ncclResult_t rc = ncclCommInitAll(comms, 2, devices);
+  if (rc != ncclSuccess) {
+    std::printf("NCCL with 2 ranks on one GPU: REFUSED by NCCL: %s: %s\n", ncclGetErrorString(rc),
+                ncclGetLastError(nullptr));
+    return;
+  }
+  std::printf("NCCL with 2 ranks on one GPU: accepted; running a K = 2 exchange through the C ABI\n");
+  const Geometry g = basp::test::geometries({2, 1, 8, 64, {4}}, BASP_LAYOUT_BSHD, 2)[0];
+  bool ok[2] = {false, false};
+  std::string errors[2];
+  auto rank_main = [&](int l) {
+    TEST_CUDA(cudaSetDevice(0));
+    basp_comm_config_t config = BASP_COMM_CONFIG_INITIALIZER;
+    config.micro_batch = 1;
+    config.backend = BASP_BACKEND_NCCL;
+    basp_comm_t comm = nullptr;
+    basp_plan_t plan = nullptr;
+    if (basp_comm_create_nccl(comms[l], &config, &comm) != BASP_SUCCESS) {
+      errors[l] = basp_last_error();
+      return;
+    }
+    basp_plan_desc_t desc = BASP_PLAN_DESC_INITIALIZER;
+    desc.layout = BASP_LAYOUT_BSHD;
+    desc.dtype = BASP_DTYPE_BF16;
+    desc.seq_len = g.s_loc * 2;
+    desc.head_dim = g.head_dim;
+    desc.num_tensors = 1;
+    desc.num_heads[0] = g.heads;
+    if (basp_plan_create(comm, &desc, &plan) != BASP_SUCCESS) {
+      errors[l] = basp_last_error();
+      basp_comm_destroy(comm);
+      return;
+    }
+    DeviceBytes seq(g.tensor_bytes()), head(g.tensor_bytes()), back(g.tensor_bytes());
+    seq.upload(seq_input(g, 0, l));
+    head.fill(kPoison);
+    back.fill(kPoison);
+    cudaStream_t stream = nullptr;
+    TEST_CUDA(cudaStreamCreate(&stream));
+    const void* in[1] = {seq.data()};
+    void* out[1] = {head.data()};
+    const void* hin[1] = {head.data()};
+    void* hout[1] = {back.data()};
+    if (basp_scatter(plan, in, out, stream) != BASP_SUCCESS || basp_gather(plan, hin, hout, stream) != BASP_SUCCESS) {
+      errors[l] = basp_last_error();
+    } else {
+      TEST_CUDA(cudaStreamSynchronize(stream));
+      ok[l] = basp::test::first_difference(head.download(), head_expected(g, 0, l)) < 0 &&
+              basp::test::first_difference(back.download(), seq_input(g, 0, l)) < 0;
+    }
+    TEST_CUDA(cudaStreamDestroy(stream));
+    basp_plan_destroy(plan);
+    basp_comm_destroy(comm);
+  };
+  std::thread r0(rank_main, 0), r1(rank_main, 1);
+  r0.join();
+  r1.join();
+  for (int l = 0; l < 2; ++l) {
+    if (!errors[l].empty()) std::printf("  rank %d: %s\n", l, errors[l].c_str());
+    tally.check(ok[l], "NCCL K = 2 on one GPU through the C ABI");
+  }
+  ncclCommDestroy(comms[0]);
+  ncclCommDestroy(comms[1]);
+}
+#endif
+
+}  // namespace
+
+int main() {
+  const char* program = "test_gpu_loopback";
+  if (!basp::test::have_device(program)) return basp::test::kSkipped;
+  basp::test::Tally tally;
+  for (int64_t k : {2, 3, 4, 8}) {
+    const basp::test::Shape shape{k, 2, 16, 72, {2 * k, k, k}};
+    for (int32_t layout : {BASP_LAYOUT_BSHD, BASP_LAYOUT_SBHD})
+      for (int64_t elem : {1, 2, 4, 8}) loopback_case(shape, layout, elem, tally);
+  }
+#if BASP_HAVE_NCCL
+  nccl_several_ranks_one_gpu(tally);
+#else
+  std::printf("NCCL with several ranks on one GPU: not tried (built without NCCL)\n");
+#endif
+  return tally.finish(program);
+}

@@ -1,0 +1,170 @@
+// The NCCL executor's exchange path on one GPU: a one-rank NCCL communicator with the K = 1 direct copy turned
+// off, so that an execute is pack -> ncclAlltoAll -> unpack, exactly as with K > 1. Checks that the path is
+// bit-exact (K = 1: scatter and gather are the identity) with poisoned outputs for both layouts, that it is
+// captured in a CUDA graph (kernels and the NCCL all-to-all) and replays correctly on new data, and that an
+// aborted communicator makes executes fail with BASP_ERROR_NCCL.
+#include <nccl.h>
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "gpu_util.h"
+#include "pattern.h"
+#include "plan/exchange.h"
+#include "runtime/comm.h"
+#include "transport/nccl/nccl_transport.h"
+
+using basp::test::DeviceBytes;
+using basp::test::kPoison;
+
+namespace {
+
+basp::plan::ExchangePlan make_plan(int32_t layout) {
+  basp_plan_desc_t desc = BASP_PLAN_DESC_INITIALIZER;
+  desc.layout = layout;
+  desc.dtype = BASP_DTYPE_BF16;
+  desc.seq_len = 300;
+  desc.head_dim = 72;
+  desc.num_tensors = 3;
+  desc.num_heads[0] = 12;
+  desc.num_heads[1] = 3;
+  desc.num_heads[2] = 3;
+  const auto spec = basp::plan::validate_spec(desc, 1);
+  return basp::plan::make_exchange_plan(spec, 1, 0, 2);
+}
+
+void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, int32_t layout, cudaStream_t stream,
+                basp::test::Tally& tally) {
+  std::mt19937_64 rng(5 + layout);
+  const auto plan = make_plan(layout);
+  basp::transport::nccl::ExecutorOptions options;
+  options.direct_copy_when_alone = false;
+  auto executor = basp::transport::nccl::make_executor(group, plan, options);
+  tally.check(executor->workspace_bytes() > 0, "exchange path has a workspace");
+
+  const int32_t n = plan.num_tensors();
+  std::vector<std::vector<std::byte>> host(n);
+  std::vector<DeviceBytes> in, head, back;
+  std::vector<const void*> in_ptr, head_cptr;
+  std::vector<void*> head_ptr, back_ptr;
+  for (int32_t t = 0; t < n; ++t) {
+    const int64_t bytes = plan.tensors[t].tensor_bytes();
+    host[t].resize(static_cast<size_t>(bytes));
+    in.emplace_back(bytes);
+    head.emplace_back(bytes);
+    back.emplace_back(bytes);
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    in_ptr.push_back(in[t].data());
+    head_ptr.push_back(head[t].data());
+    head_cptr.push_back(head[t].data());
+    back_ptr.push_back(back[t].data());
+  }
+  auto refill = [&]() {
+    for (int32_t t = 0; t < n; ++t) {
+      basp::test::fill_random_bytes(host[t], rng);
+      in[t].upload(host[t]);
+      head[t].fill(kPoison);
+      back[t].fill(kPoison);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+  };
+  auto verify = [&](const char* what) {
+    for (int32_t t = 0; t < n; ++t) {
+      tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, what);
+      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, what);
+    }
+  };
+
+  refill();
+  try {
+    executor->scatter(in_ptr.data(), head_ptr.data(), stream);
+    executor->gather(head_cptr.data(), back_ptr.data(), stream);
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    verify(layout == BASP_LAYOUT_BSHD ? "BSHD pack -> ncclAlltoAll -> unpack" : "SBHD pack -> ncclAlltoAll -> unpack");
+  } catch (const basp::detail::Error& e) {
+    tally.check(false, e.what());
+  }
+
+  refill();
+  cudaGraph_t graph = nullptr;
+  TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  bool enqueued = true;
+  try {
+    executor->scatter(in_ptr.data(), head_ptr.data(), stream);
+    executor->gather(head_cptr.data(), back_ptr.data(), stream);
+  } catch (const basp::detail::Error& e) {
+    enqueued = false;
+    std::printf("  capture: %s\n", e.what());
+  }
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!tally.check(enqueued && end == cudaSuccess, "execute with ncclAlltoAll captured in a CUDA graph")) {
+    std::printf("  end capture: %s\n", cudaGetErrorString(end));
+    cudaGetLastError();
+    return;
+  }
+  size_t nodes = 0;
+  TEST_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+  std::printf("  captured graph: %zu nodes\n", nodes);
+  tally.check(nodes >= 6, "graph holds pack, all-to-all and unpack of both directions");
+  cudaGraphExec_t exec = nullptr;
+  TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    refill();
+    TEST_CUDA(cudaGraphLaunch(exec, stream));
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    verify("graph replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+}  // namespace
+
+int main() {
+  const char* program = "test_gpu_nccl_exchange";
+  if (!basp::test::have_device(program)) return basp::test::kSkipped;
+  basp::test::Tally tally;
+  TEST_CUDA(cudaSetDevice(0));
+  ncclComm_t parent = nullptr;
+  const int device = 0;
+  const ncclResult_t init = ncclCommInitAll(&parent, 1, &device);
+  if (!tally.check(init == ncclSuccess, "ncclCommInitAll(1 rank)")) return tally.finish(program);
+  cudaStream_t stream = nullptr;
+  TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  try {
+    basp::runtime::CommOptions options;
+    options.micro_batch = 2;
+    options.backend = BASP_BACKEND_NCCL;
+    auto comm = basp::transport::nccl::create_comm(parent, options);
+    auto& transport = dynamic_cast<basp::transport::nccl::NcclGroupTransport&>(comm->transport());
+    const auto group = transport.group();
+    run_layout(group, BASP_LAYOUT_BSHD, stream, tally);
+    run_layout(group, BASP_LAYOUT_SBHD, stream, tally);
+
+    // After an abort, the exchange path refuses to enqueue.
+    basp::transport::nccl::ExecutorOptions direct_off;
+    direct_off.direct_copy_when_alone = false;
+    auto executor = basp::transport::nccl::make_executor(group, make_plan(BASP_LAYOUT_BSHD), direct_off);
+    transport.abort();
+    std::string message;
+    tally.check(transport.async_error(message) == BASP_ERROR_NCCL, "async error reports the abort");
+    DeviceBytes a(1 << 20), b(1 << 20);
+    const void* in[3] = {a.data(), a.data(), a.data()};
+    void* out[3] = {b.data(), b.data(), b.data()};
+    try {
+      executor->scatter(in, out, stream);
+      tally.check(false, "scatter after abort must fail");
+    } catch (const basp::detail::Error& e) {
+      tally.check(e.status() == BASP_ERROR_NCCL, "scatter after abort: BASP_ERROR_NCCL");
+      std::printf("  after abort: %s\n", e.what());
+    }
+  } catch (const basp::detail::Error& e) {
+    tally.check(false, e.what());
+  }
+  TEST_CUDA(cudaStreamDestroy(stream));
+  ncclCommDestroy(parent);
+  return tally.finish(program);
+}
