@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -64,6 +65,12 @@ CostOptions parse(int argc, char** argv) {
   return o;
 }
 
+// The MPI backend's path (p2p, direct or auto), for the record: the library chooses per plan unless forced.
+std::string transport_env() {
+  const char* env = std::getenv("BASP_MPI_TRANSPORT");
+  return env ? env : "auto";
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -105,7 +112,8 @@ class LayoutCost {
           "bytes over the same K ranks\n# nranks " + std::to_string(size_) + ", one tensor of heads " +
           std::to_string(o_.heads) + " head-dim " + std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " +
           layout_name(o_.layout) + ", runs " + std::to_string(o_.runs) + " (median of the slowest rank's time), "
-          "warmup " + std::to_string(o_.warmup) + "\n# " + utc_date() + "\n#\n");
+          "warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + "\n# " + utc_date() +
+          "\n#\n");
     print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
           "gather/a2a  #wrong\n");
     int64_t total_wrong = 0;
@@ -245,7 +253,8 @@ class LayoutCost {
         << ",\n  \"nranks\": " << size_ << ",\n  \"backend\": \"mpi\",\n  \"heads\": " << o_.heads
         << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"dtype\": " << json_string(dtype_name(o_.dtype))
         << ",\n  \"layout\": " << json_string(layout_name(o_.layout)) << ",\n  \"runs\": " << o_.runs
-        << ",\n  \"warmup\": " << o_.warmup << ",\n  \"results\": [";
+        << ",\n  \"warmup\": " << o_.warmup << ",\n  \"mpi_transport\": " << json_string(transport_env())
+        << ",\n  \"results\": [";
     for (size_t i = 0; i < results_.size(); ++i) {
       const Result& r = results_[i];
       out << (i ? ",\n" : "\n") << "    {\"B\": " << r.micro_batch << ", \"mode\": " << json_string(r.mode)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -164,7 +165,11 @@ class Driver {
          " validation: " + std::to_string(o_.check) + " blocking: " + std::to_string(o_.blocking) +
          " graph: " + std::to_string(o_.graph_launches) + " average: " + std::to_string(o_.average) + "\n";
     p += "# size = bytes per rank of " + std::string(op_.size_meaning) + "; busbw = algbw * (K-1)/K\n";
-    if (o_.backend == BASP_BACKEND_MPI) p += "# MPI backend: every call completes before it returns (-z has no effect)\n";
+    if (o_.backend == BASP_BACKEND_MPI) {
+      const char* path = std::getenv("BASP_MPI_TRANSPORT");
+      p += std::string("# MPI backend (BASP_MPI_TRANSPORT=") + (path ? path : "auto") +
+           "): every call completes before it returns (-z has no effect)\n";
+    }
     p += "# " + utc_date() + "\n#\n# Using ranks:\n" + ranks + "#\n";
     std::vector<std::string> names;
     for (const ModeSetup& m : modes_) names.push_back(m.name);
@@ -371,6 +376,7 @@ class Driver {
         {"average", std::to_string(o_.average)},
         {"blocking", std::to_string(o_.blocking)},
         {"graph_launches", std::to_string(o_.graph_launches)},
+        {"mpi_transport", json_string(std::getenv("BASP_MPI_TRANSPORT") ? std::getenv("BASP_MPI_TRANSPORT") : "auto")},
     };
     std::ofstream out(o_.json_path);
     out << perf_json(header, records_, wrong_, o_.check != 0, avg_busbw);
