@@ -87,6 +87,8 @@ void run_plan(basp_comm_t comm, const basp_plan_desc_t& desc, int64_t elem, cuda
   tally.check(basp_scatter(plan, x.in_ptr.data(), x.out_ptr.data(), stream) == BASP_SUCCESS, "scatter");
   tally.check(basp_gather(plan, head_ptr.data(), back_ptr.data(), stream) == BASP_SUCCESS, "gather");
   TEST_CUDA(cudaStreamSynchronize(stream));
+  tally.check(basp_plan_query(plan, &info) == BASP_SUCCESS && info.last_path == BASP_PATH_LOCAL,
+              "K = 1 took the local-copy path");
   for (int32_t t = 0; t < info.num_tensors; ++t) {
     tally.check(basp::test::first_difference(x.out[t].download(), x.host[t]) < 0, "scatter output bit-exact");
     tally.check(basp::test::first_difference(back[t].download(), x.host[t]) < 0, "gather output bit-exact");

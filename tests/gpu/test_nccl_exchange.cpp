@@ -83,6 +83,7 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
     executor->scatter(in_ptr.data(), head_ptr.data(), stream);
     executor->gather(head_cptr.data(), back_ptr.data(), stream);
     TEST_CUDA(cudaStreamSynchronize(stream));
+    tally.check(executor->last_path() == BASP_PATH_NCCL, "the exchange path is the NCCL one");
     verify(layout == BASP_LAYOUT_BSHD ? "BSHD pack -> ncclAlltoAll -> unpack" : "SBHD pack -> ncclAlltoAll -> unpack");
   } catch (const basp::detail::Error& e) {
     tally.check(false, e.what());

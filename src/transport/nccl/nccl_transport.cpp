@@ -63,6 +63,7 @@ class NcclExecutor final : public PlanExecutor {
   }
 
   int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
+  int32_t last_path() const override { return last_path_; }
 
   void scatter(const void* const* inputs, void* const* outputs, void* stream) override {
     ncclComm_t comm = comm_->get("scatter");
@@ -74,6 +75,7 @@ class NcclExecutor final : public PlanExecutor {
     check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
     exchange(comm, s);
     check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
+    last_path_ = BASP_PATH_NCCL;
   }
 
   void gather(const void* const* inputs, void* const* outputs, void* stream) override {
@@ -86,6 +88,7 @@ class NcclExecutor final : public PlanExecutor {
     check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
     exchange(comm, s);
     check_launch(layout::cuda::launch_gather_unpack(g, n, workspace_, recv_.get(), outputs, s), "gather: unpack");
+    last_path_ = BASP_PATH_NCCL;
   }
 
  private:
@@ -99,6 +102,7 @@ class NcclExecutor final : public PlanExecutor {
       const auto bytes = static_cast<size_t>(plan_.tensors[t].tensor_bytes());
       BASP_CUDA_CHECK(cudaMemcpyAsync(outputs[t], inputs[t], bytes, cudaMemcpyDeviceToDevice, s));
     }
+    last_path_ = BASP_PATH_LOCAL;
   }
 
   // Every peer block has the same size: one all-to-all moves every tensor.
@@ -124,6 +128,7 @@ class NcclExecutor final : public PlanExecutor {
   bool direct_;
   DeviceBuffer send_;
   DeviceBuffer recv_;
+  int32_t last_path_ = BASP_PATH_NONE;
 };
 
 }  // namespace
