@@ -37,6 +37,7 @@ class Status(enum.IntEnum):
 STATUS_COUNT = 11  # BASP_STATUS_COUNT
 BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
 PLACEMENT_COUNT = 2  # BASP_PLACEMENT_COUNT
+PATH_COUNT = 6  # BASP_PATH_COUNT
 LAYOUT_COUNT = 2  # BASP_LAYOUT_COUNT
 DTYPE_COUNT = 9  # BASP_DTYPE_COUNT: also the "unset" dtype of BASP_PLAN_DESC_INITIALIZER
 
@@ -51,6 +52,16 @@ class Placement(enum.IntEnum):
     """basp_placement_t."""
     DEFAULT = 0
     CONTIGUOUS = 1
+
+
+class Path(enum.IntEnum):
+    """basp_path_t: how a plan's last scatter/gather moved its bytes (PlanInfo.last_path)."""
+    NONE = 0
+    LOCAL = 1
+    P2P = 2
+    DIRECT = 3
+    SHARED = 4
+    NCCL = 5
 
 
 class Layout(enum.IntEnum):
@@ -180,6 +191,8 @@ class PlanInfoStruct(_Versioned):
         ("seq_sharded_elems", ctypes.c_int64 * MAX_TENSORS),
         ("head_sharded_elems", ctypes.c_int64 * MAX_TENSORS),
         ("bytes_sent_per_exchange", ctypes.c_int64),
+        ("last_path", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
     ]
     _magic = PLAN_INFO_MAGIC
     _version = PLAN_INFO_VERSION

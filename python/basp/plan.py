@@ -20,6 +20,10 @@ class PlanInfo:
         self.seq_sharded_elems = [int(x) for x in struct.seq_sharded_elems[:n]]
         self.head_sharded_elems = [int(x) for x in struct.head_sharded_elems[:n]]
         self.bytes_sent_per_exchange = int(struct.bytes_sent_per_exchange)
+        try:
+            self.last_path = _abi.Path(struct.last_path)
+        except ValueError:
+            self.last_path = int(struct.last_path)
 
     def __repr__(self):
         return "PlanInfo(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
@@ -104,6 +108,7 @@ class Plan:
         return self._head_shapes[t]
 
     def query(self):
+        """A fresh basp.PlanInfo (plan.info is the one taken at creation; last_path changes as the plan runs)."""
         info = _abi.PlanInfoStruct()
         _library.check(_library.lib().basp_plan_query(self._handle, ctypes.byref(info)))
         return PlanInfo(info)

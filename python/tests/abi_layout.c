@@ -81,7 +81,9 @@ int main(void) {
   FIELD(basp_plan_info_v1, workspace_bytes, ",");
   FIELD(basp_plan_info_v1, seq_sharded_elems, ",");
   FIELD(basp_plan_info_v1, head_sharded_elems, ",");
-  FIELD(basp_plan_info_v1, bytes_sent_per_exchange, "");
+  FIELD(basp_plan_info_v1, bytes_sent_per_exchange, ",");
+  FIELD(basp_plan_info_v1, last_path, ",");
+  FIELD(basp_plan_info_v1, reserved0, "");
   STRUCT_END();
   printf("\n},\n");
 
@@ -118,6 +120,13 @@ int main(void) {
   CONST(BASP_PLACEMENT_DEFAULT, ",");
   CONST(BASP_PLACEMENT_CONTIGUOUS, ",");
   CONST(BASP_PLACEMENT_COUNT, ",");
+  CONST(BASP_PATH_NONE, ",");
+  CONST(BASP_PATH_LOCAL, ",");
+  CONST(BASP_PATH_P2P, ",");
+  CONST(BASP_PATH_DIRECT, ",");
+  CONST(BASP_PATH_SHARED, ",");
+  CONST(BASP_PATH_NCCL, ",");
+  CONST(BASP_PATH_COUNT, ",");
   CONST(BASP_LAYOUT_BSHD, ",");
   CONST(BASP_LAYOUT_SBHD, ",");
   CONST(BASP_LAYOUT_COUNT, ",");

@@ -47,7 +47,8 @@ def test_constants():
 def test_enums():
     k = C["constants"]
     for enum_type, prefix in ((_abi.Status, "BASP_"), (_abi.Backend, "BASP_BACKEND_"),
-                              (_abi.Placement, "BASP_PLACEMENT_"), (_abi.Layout, "BASP_LAYOUT_"),
+                              (_abi.Placement, "BASP_PLACEMENT_"), (_abi.Path, "BASP_PATH_"),
+                              (_abi.Layout, "BASP_LAYOUT_"),
                               (_abi.Dtype, "BASP_DTYPE_")):
         c_names = {n for n in k if n.startswith(prefix) and not n.endswith("_COUNT")}
         if enum_type is _abi.Status:
@@ -58,6 +59,7 @@ def test_enums():
     check.equal(_abi.STATUS_COUNT, k["BASP_STATUS_COUNT"], "BASP_STATUS_COUNT")
     check.equal(_abi.BACKEND_COUNT, k["BASP_BACKEND_COUNT"], "BASP_BACKEND_COUNT")
     check.equal(_abi.PLACEMENT_COUNT, k["BASP_PLACEMENT_COUNT"], "BASP_PLACEMENT_COUNT")
+    check.equal(_abi.PATH_COUNT, k["BASP_PATH_COUNT"], "BASP_PATH_COUNT")
     check.equal(_abi.LAYOUT_COUNT, k["BASP_LAYOUT_COUNT"], "BASP_LAYOUT_COUNT")
     check.equal(_abi.DTYPE_COUNT, k["BASP_DTYPE_COUNT"], "BASP_DTYPE_COUNT")
 
