@@ -1,8 +1,9 @@
 // basp_layout_cost: the price of the layout. For each micro-batch B and each mode (Ulysses: one group of N;
 // BASP: G = gcd(N, B) groups of K), times basp_scatter, basp_gather and a bare MPI_Alltoall of the same bytes
-// per rank over the same K ranks, alternated within each run (the order rotates from run to run), and reports
-// medians over the runs and the ratios scatter/alltoall and gather/alltoall. One run's time is the slowest
-// rank's. Before timing, one scatter and one gather are checked bit-exactly.
+// per rank over the same K ranks. Every run times every (B, mode) and all three operations, in an order that
+// rotates from run to run, so the comparisons are made under the same machine load; it reports medians over the
+// runs and the ratios scatter/alltoall and gather/alltoall. One run's time is the slowest rank's. Before timing,
+// one scatter and one gather of each configuration are checked bit-exactly.
 //
 // usage: mpirun -np 8 basp_layout_cost [-b 64M] [-n 10] [-w 2] [-B 1,2,4,8] [--heads 32] [--head-dim 128]
 //                                      [-d bf16] [--layout bshd] [-c 1] [-J results.json]
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,27 +115,36 @@ class LayoutCost {
           std::to_string(o_.heads) + " head-dim " + std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " +
           layout_name(o_.layout) + ", runs " + std::to_string(o_.runs) + " (median of the slowest rank's time), "
           "warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + "\n# " + utc_date() +
-          "\n#\n");
-    print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
-          "gather/a2a  #wrong\n");
-    int64_t total_wrong = 0;
+          "\n# every run times every configuration and operation, in an order that rotates from run to run\n#\n");
     for (const RowShape& r : rows_) {
       for (int32_t groups : {1, -1}) {
-        Result res;
-        if (!measure(r, groups, res)) return 3;
-        if (groups == -1 && res.groups == 1) {  // gcd(N, B) = 1: BASP is Ulysses, measured on the line above
-          continue;
-        }
-        results_.push_back(res);
-        total_wrong += std::max<int64_t>(res.wrong, 0);
-        char line[256];
-        std::snprintf(line, sizeof line, "%6lld %8s %4d %4d %10lld %11lld %12.2f %11.2f %13.2f %12.2f %11.2f %7s\n",
-                      static_cast<long long>(res.micro_batch), res.mode.c_str(), res.groups, res.k,
-                      static_cast<long long>(res.seq_len), static_cast<long long>(res.bytes), res.scatter_ms,
-                      res.gather_ms, res.alltoall_ms, res.scatter_ms / res.alltoall_ms,
-                      res.gather_ms / res.alltoall_ms, res.wrong < 0 ? "N/A" : std::to_string(res.wrong).c_str());
-        print(line);
+        auto c = std::make_unique<Config>();
+        if (!setup(r, groups, *c)) return 3;
+        if (groups == -1 && c->res.groups == 1) continue;  // gcd(N, B) = 1: BASP is Ulysses
+        configs_.push_back(std::move(c));
       }
+    }
+    int64_t total_wrong = 0;
+    try {
+      if (o_.check) {
+        for (auto& c : configs_) total_wrong += check(*c);
+      }
+      time_all();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
+      MPI_Abort(world_, 3);
+    }
+    print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
+          "gather/a2a  #wrong\n");
+    for (const auto& c : configs_) {
+      const Result& res = c->res;
+      char line[256];
+      std::snprintf(line, sizeof line, "%6lld %8s %4d %4d %10lld %11lld %12.2f %11.2f %13.2f %12.2f %11.2f %7s\n",
+                    static_cast<long long>(res.micro_batch), res.mode.c_str(), res.groups, res.k,
+                    static_cast<long long>(res.seq_len), static_cast<long long>(res.bytes), res.scatter_ms,
+                    res.gather_ms, res.alltoall_ms, res.scatter_ms / res.alltoall_ms, res.gather_ms / res.alltoall_ms,
+                    res.wrong < 0 ? "N/A" : std::to_string(res.wrong).c_str());
+      print(line);
     }
     print_comparison();
     print(o_.check ? "# Out of bounds values : " + std::to_string(total_wrong) + (total_wrong ? " FAILED\n" : " OK\n")
@@ -143,6 +154,24 @@ class LayoutCost {
   }
 
  private:
+  struct GroupComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    ~GroupComm() {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+  };
+
+  // One (B, mode): its comm, plan, the bare all-to-all's communicator over the same ranks, and its times.
+  struct Config {
+    basp::Comm comm;
+    basp::Plan plan;
+    basp::RankInfo info;
+    GroupComm group;
+    int per_peer = 0;
+    Result res;
+    std::vector<double> times[3];  // scatter, gather, alltoall: seconds per run
+  };
+
   void print(const std::string& s) const {
     if (rank_ == 0) {
       std::fputs(s.c_str(), stdout);
@@ -153,97 +182,112 @@ class LayoutCost {
   // Ulysses vs BASP for every B where they differ: scatter + gather of the same bytes.
   void print_comparison() const {
     print("#\n# BASP vs Ulysses (median scatter + gather)\n#    B  ulysses(ms)  basp(ms)  ulysses/basp\n");
-    for (const Result& u : results_) {
-      if (u.mode != "ulysses") continue;
-      for (const Result& b : results_) {
-        if (b.mode != "basp" || b.micro_batch != u.micro_batch) continue;
+    for (const auto& u : configs_) {
+      if (u->res.mode != "ulysses") continue;
+      for (const auto& b : configs_) {
+        if (b->res.mode != "basp" || b->res.micro_batch != u->res.micro_batch) continue;
         char line[128];
-        const double tu = u.scatter_ms + u.gather_ms;
-        const double tb = b.scatter_ms + b.gather_ms;
-        std::snprintf(line, sizeof line, "%6lld %12.2f %9.2f %13.2f\n", static_cast<long long>(u.micro_batch), tu,
-                      tb, tu / tb);
+        const double tu = u->res.scatter_ms + u->res.gather_ms;
+        const double tb = b->res.scatter_ms + b->res.gather_ms;
+        std::snprintf(line, sizeof line, "%6lld %12.2f %9.2f %13.2f\n", static_cast<long long>(u->res.micro_batch),
+                      tu, tb, tu / tb);
         print(line);
       }
     }
   }
 
-  bool measure(const RowShape& r, int32_t requested_groups, Result& res) {
-    basp::Comm comm;
-    basp::Plan plan;
-    basp::RankInfo info;
-    MPI_Comm group = MPI_COMM_NULL;
+  bool setup(const RowShape& r, int32_t requested_groups, Config& c) {
     const bool ok = all_succeed(world_, kProgram, [&] {
       basp::CommConfig cfg;
       cfg.micro_batch = r.micro_batch;
       cfg.num_groups = requested_groups;
-      comm = basp::Comm::from_mpi(MPI_Comm_c2f(world_), cfg);
-      info = comm.query(r.seq_len);
-      plan = basp::Plan(comm, basp::PlanDesc::make(o_.layout, o_.dtype, r.seq_len, o_.head_dim, {o_.heads}));
+      c.comm = basp::Comm::from_mpi(MPI_Comm_c2f(world_), cfg);
+      c.info = c.comm.query(r.seq_len);
+      if (requested_groups == -1 && c.info.num_groups == 1) return;
+      c.plan = basp::Plan(c.comm, basp::PlanDesc::make(o_.layout, o_.dtype, r.seq_len, o_.head_dim, {o_.heads}));
     });
     if (!ok) return false;
+    c.res.micro_batch = r.micro_batch;
+    c.res.mode = requested_groups == 1 ? "ulysses" : "basp";
+    c.res.groups = c.info.num_groups;
+    c.res.k = c.info.group_size;
+    c.res.seq_len = r.seq_len;
+    c.res.bytes = r.bytes;
+    c.per_peer = static_cast<int>(r.bytes / c.info.group_size);
     // The bare all-to-all runs over the same ranks the plan exchanges with.
-    MPI_Comm_split(world_, info.group_index, info.group_position, &group);
-    res.micro_batch = r.micro_batch;
-    res.mode = requested_groups == 1 ? "ulysses" : "basp";
-    res.groups = info.num_groups;
-    res.k = info.group_size;
-    res.seq_len = r.seq_len;
-    res.bytes = r.bytes;
-    if (res.groups == 1 && requested_groups == -1) {
-      MPI_Comm_free(&group);
-      return true;
-    }
+    MPI_Comm_split(world_, c.info.group_index, c.info.group_position, &c.group.comm);
+    return true;
+  }
+
+  void run_op(Config& c, int which) {
     const void* in[] = {seq_in_.get()};
     void* mid[] = {head_out_.get()};
     const void* mid_c[] = {head_out_.get()};
     void* back[] = {seq_back_.get()};
-    const int per_peer = static_cast<int>(r.bytes / info.group_size);
-    auto scatter = [&] { plan.scatter(in, mid); };
-    auto gather = [&] { plan.gather(mid_c, back); };
-    auto alltoall = [&] {
-      MPI_Alltoall(a2a_send_.get(), per_peer, MPI_BYTE, a2a_recv_.get(), per_peer, MPI_BYTE, group);
-    };
-    try {
-      if (o_.check) {
-        const Shard seq = seq_shard(info, o_.layout, elem_, o_.head_dim, o_.heads);
-        const Shard head = head_shard(info, o_.layout, elem_, o_.head_dim, o_.heads);
-        fill_expected(seq, kSeed, 0, seq_in_.get());
-        memory_->fill(head_out_.get(), kCheckPoison, static_cast<size_t>(head.bytes()));
-        memory_->fill(seq_back_.get(), kCheckPoison, static_cast<size_t>(seq.bytes()));
-        scatter();
-        gather();
-        int64_t wrong = count_wrong(head, kSeed, 0, head_out_.get()) + count_wrong(seq, kSeed, 0, seq_back_.get());
-        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
-        res.wrong = wrong;
+    if (which == 0) {
+      c.plan.scatter(in, mid);
+    } else if (which == 1) {
+      c.plan.gather(mid_c, back);
+    } else {
+      MPI_Alltoall(a2a_send_.get(), c.per_peer, MPI_BYTE, a2a_recv_.get(), c.per_peer, MPI_BYTE, c.group.comm);
+    }
+  }
+
+  // One scatter and one gather on data that is a function of global coordinates; returns the wrong elements.
+  int64_t check(Config& c) {
+    const Shard seq = seq_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
+    const Shard head = head_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
+    fill_expected(seq, kSeed, 0, seq_in_.get());
+    memory_->fill(head_out_.get(), kCheckPoison, static_cast<size_t>(head.bytes()));
+    memory_->fill(seq_back_.get(), kCheckPoison, static_cast<size_t>(seq.bytes()));
+    run_op(c, 0);
+    run_op(c, 1);
+    int64_t wrong = count_wrong(head, kSeed, 0, head_out_.get()) + count_wrong(seq, kSeed, 0, seq_back_.get());
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
+    c.res.wrong = wrong;
+    return wrong;
+  }
+
+  // Every run visits every configuration and every operation, both in rotating order, so slow drifts of the
+  // machine's load spread over all of them instead of biasing one.
+  void time_all() {
+    const size_t n = configs_.size();
+    for (int32_t i = 0; i < o_.warmup; ++i) {
+      for (auto& c : configs_) {
+        for (int which = 0; which < 3; ++which) run_op(*c, which);
       }
-      for (int32_t i = 0; i < o_.warmup; ++i) {
-        scatter();
-        gather();
-        alltoall();
-      }
-      std::vector<double> times[3];
-      for (int32_t run = 0; run < o_.runs; ++run) {
+    }
+    for (int32_t run = 0; run < o_.runs; ++run) {
+      for (size_t ci = 0; ci < n; ++ci) {
+        Config& c = *configs_[(ci + static_cast<size_t>(run)) % n];
         for (int i = 0; i < 3; ++i) {
           const int which = (run + i) % 3;
           MPI_Barrier(world_);
           const double t0 = MPI_Wtime();
-          if (which == 0) scatter();
-          else if (which == 1) gather();
-          else alltoall();
+          run_op(c, which);
           double t = MPI_Wtime() - t0;
           MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world_);
-          times[which].push_back(t);
+          c.times[which].push_back(t);
         }
       }
-      res.scatter_ms = median(times[0]) * 1e3;
-      res.gather_ms = median(times[1]) * 1e3;
-      res.alltoall_ms = median(times[2]) * 1e3;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
-      MPI_Abort(world_, 3);
     }
-    MPI_Comm_free(&group);
-    return true;
+    for (auto& c : configs_) {
+      c->res.scatter_ms = median(c->times[0]) * 1e3;
+      c->res.gather_ms = median(c->times[1]) * 1e3;
+      c->res.alltoall_ms = median(c->times[2]) * 1e3;
+    }
+  }
+
+  // Every run's time, for the spread behind each median.
+  static std::string runs_json(const Config& c) {
+    std::string out;
+    const char* names[] = {"scatter_runs_ms", "gather_runs_ms", "alltoall_runs_ms"};
+    for (int w = 0; w < 3; ++w) {
+      out += std::string(", \"") + names[w] + "\": [";
+      for (size_t i = 0; i < c.times[w].size(); ++i) out += (i ? ", " : "") + json_number(c.times[w][i] * 1e3);
+      out += "]";
+    }
+    return out;
   }
 
   void write_json(int64_t total_wrong) const {
@@ -255,12 +299,12 @@ class LayoutCost {
         << ",\n  \"layout\": " << json_string(layout_name(o_.layout)) << ",\n  \"runs\": " << o_.runs
         << ",\n  \"warmup\": " << o_.warmup << ",\n  \"mpi_transport\": " << json_string(transport_env())
         << ",\n  \"results\": [";
-    for (size_t i = 0; i < results_.size(); ++i) {
-      const Result& r = results_[i];
+    for (size_t i = 0; i < configs_.size(); ++i) {
+      const Result& r = configs_[i]->res;
       out << (i ? ",\n" : "\n") << "    {\"B\": " << r.micro_batch << ", \"mode\": " << json_string(r.mode)
           << ", \"G\": " << r.groups << ", \"K\": " << r.k << ", \"S\": " << r.seq_len << ", \"size\": " << r.bytes
           << ", \"scatter_ms\": " << json_number(r.scatter_ms) << ", \"gather_ms\": " << json_number(r.gather_ms)
-          << ", \"alltoall_ms\": " << json_number(r.alltoall_ms)
+          << ", \"alltoall_ms\": " << json_number(r.alltoall_ms) << runs_json(*configs_[i])
           << ", \"wrong\": " << (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong)) << "}";
     }
     out << "\n  ],\n  \"out_of_bounds\": " << (o_.check ? std::to_string(total_wrong) : std::string("null"))
@@ -275,7 +319,7 @@ class LayoutCost {
   std::vector<RowShape> rows_;
   std::unique_ptr<MemoryContext> memory_;
   Buffer seq_in_, head_out_, seq_back_, a2a_send_, a2a_recv_;
-  std::vector<Result> results_;
+  std::vector<std::unique_ptr<Config>> configs_;
 };
 
 }  // namespace
