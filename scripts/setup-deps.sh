@@ -11,6 +11,7 @@ PACKAGES=(
   cmake
   g++
   hwloc
+  iproute2
   libbenchmark-dev
   libhwloc-dev
   libopenmpi-dev
