@@ -43,14 +43,31 @@ struct CostOptions {
   basp_layout_t layout = BASP_LAYOUT_BSHD;
   int32_t check = 1;
   std::string json_path;
+  bool help = false;
 };
+
+constexpr const char* kUsage =
+    "usage: mpirun -np 8 basp_layout_cost [options]\n"
+    "  -b <size>         bytes per rank of the one tensor (K/M/G suffixes), default 64M\n"
+    "  -n <runs>         timed runs of every configuration and operation, default 10\n"
+    "  -w <n>            untimed rounds before timing, default 2\n"
+    "  -B <list>         micro-batch sizes, default 1,2,4,8 (Ulysses and BASP for each)\n"
+    "  --heads <n>       heads of the tensor, default 32\n"
+    "  --head-dim <n>    head dimension, default 128\n"
+    "  -d <type>         element type (as basp_alltoall_perf -d), default bf16\n"
+    "  --layout <l>      bshd or sbhd, default bshd\n"
+    "  -c <0|1>          check one scatter and gather of each configuration bit-exactly, default 1\n"
+    "  -J <file>         also write the results as JSON\n";
 
 CostOptions parse(int argc, char** argv) {
   CostOptions o;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
-    if (a + 1 >= argc) throw ArgError(arg == "-h" || arg == "--help" ? "usage: see the comment at the top of bench/layout_cost.cpp"
-                                                                     : "unknown option or missing value: '" + arg + "'");
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    if (a + 1 >= argc) throw ArgError(arg + ": missing value (or unknown option; see --help)");
     const std::string v = argv[++a];
     if (arg == "-b") o.bytes = parse_size(v, "-b");
     else if (arg == "-n") o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
@@ -332,7 +349,11 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     const basp::bench::CostOptions o = basp::bench::parse(argc, argv);
-    code = basp::bench::LayoutCost(o, MPI_COMM_WORLD).run();
+    if (o.help) {
+      if (rank == 0) std::fputs(basp::bench::kUsage, stdout);
+    } else {
+      code = basp::bench::LayoutCost(o, MPI_COMM_WORLD).run();
+    }
   } catch (const basp::bench::ArgError& e) {
     if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", basp::bench::kProgram, e.what());
     code = 2;

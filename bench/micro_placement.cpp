@@ -48,7 +48,8 @@ void BM_place_groups(benchmark::State& state) {
   for (int32_t r = 0; r < n; ++r) {
     input.ranks[r].node = static_cast<uint64_t>(r / 8) + 1;
     input.ranks[r].gpu = r % 8;
-    if (input.nodes.count(input.ranks[r].node) == 0) input.nodes[input.ranks[r].node] = dgx1 ? dgx1_node() : nvswitch_node();
+    const uint64_t node = input.ranks[r].node;
+    if (input.nodes.count(node) == 0) input.nodes[node] = dgx1 ? dgx1_node() : nvswitch_node();
   }
   for (auto _ : state) benchmark::DoNotOptimize(basp::plan::place_groups(input, n / k));
   state.SetItemsProcessed(state.iterations() * n);

@@ -22,7 +22,9 @@ uint64_t row_key(uint64_t seed, int64_t tensor, int64_t seq, int64_t token, int6
   return x;
 }
 
-uint64_t element_bits(uint64_t key, int64_t d) { return mix64(key + static_cast<uint64_t>(d + 1) * 0x9e3779b97f4a7c15ull); }
+uint64_t element_bits(uint64_t key, int64_t d) {
+  return mix64(key + static_cast<uint64_t>(d + 1) * 0x9e3779b97f4a7c15ull);
+}
 
 // Calls f(element offset, expected bits) for every element of the shard, in memory order of its rows.
 template <typename F>

@@ -8,7 +8,7 @@ namespace {
 
 // Column widths; header and rows are built from the same table so they cannot drift apart.
 constexpr int kSize = 12, kCount = 12, kType = 8, kBatch = 6, kSeq = 10;
-constexpr int kTime = 9, kBw = 7, kWrong = 6, kRatio = 7;
+constexpr int kTime = 9, kBw = 7, kWrong = 6, kRatio = 8;
 constexpr int kGroupWidth = 1 + kTime + 1 + kBw + 1 + kBw + 1 + kWrong;  // one mode's columns with separators
 
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));

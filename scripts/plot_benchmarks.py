@@ -3,6 +3,7 @@
 
     plot_benchmarks.py [--out DIR] FILE.json...   one set of PNGs per file, named after it, in DIR (default .)
     plot_benchmarks.py --check FILE.json...       exits 1 unless every file is well formed and reports 0 wrong
+    plot_benchmarks.py --markdown FILE.json...    prints the results as Markdown tables (for docs/benchmarks.md)
 
 Perf-binary files (basp_alltoall_perf and siblings) give <stem>_time.png (time per iteration against size, one
 line per mode and B) and, when both modes ran, <stem>_ratio.png (Ulysses/BASP time ratio against size).
@@ -128,11 +129,52 @@ def plot_layout_cost(plt, data, stem, out_dir):
     return [path]
 
 
+def fmt_time_us(us):
+    return f"{us:.0f}" if us >= 100 else f"{us:.1f}"
+
+
+def markdown_perf(data):
+    results = data["results"]
+    lines = ["| B | K (BASP) | size (B) | S | Ulysses (us) | BASP (us) | Ulysses/BASP | Ulysses busbw (GB/s) "
+             "| BASP busbw (GB/s) | #wrong |", "|" + " --- |" * 10]
+    for b in sorted({r["B"] for r in results}):
+        ulysses = {r["size"]: r for r in results if r["B"] == b and r["mode"] == "ulysses"}
+        basp = {r["size"]: r for r in results if r["B"] == b and r["mode"] == "basp"}
+        for size in sorted(set(ulysses) | set(basp)):
+            u, p = ulysses.get(size), basp.get(size)
+            cells = [b, p["K"] if p else "-", size, (u or p)["S"],
+                     fmt_time_us(u["time_us"]) if u else "-", fmt_time_us(p["time_us"]) if p else "-",
+                     f"{u['time_us'] / p['time_us']:.2f}" if u and p and p["time_us"] > 0 else "-",
+                     f"{u['busbw_gbs']:.3f}" if u else "-", f"{p['busbw_gbs']:.3f}" if p else "-",
+                     sum(r["wrong"] for r in (u, p) if r and r["wrong"] is not None)]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_layout_cost(data):
+    lines = ["| B | mode | G | K | S | scatter (ms) | gather (ms) | MPI_Alltoall (ms) | scatter/alltoall "
+             "| gather/alltoall | #wrong |", "|" + " --- |" * 11]
+    for r in data["results"]:
+        lines.append(f"| {r['B']} | {r['mode']} | {r['G']} | {r['K']} | {r['S']} | {r['scatter_ms']:.1f} | "
+                     f"{r['gather_ms']:.1f} | {r['alltoall_ms']:.1f} | {r['scatter_ms'] / r['alltoall_ms']:.2f} | "
+                     f"{r['gather_ms'] / r['alltoall_ms']:.2f} | {r['wrong']} |")
+    pairs = [(u, p) for u in data["results"] for p in data["results"]
+             if u["mode"] == "ulysses" and p["mode"] == "basp" and u["B"] == p["B"]]
+    if pairs:
+        lines += ["", "| B | Ulysses scatter+gather (ms) | BASP scatter+gather (ms) | Ulysses/BASP |",
+                  "| --- | --- | --- | --- |"]
+        for u, p in pairs:
+            tu, tp = u["scatter_ms"] + u["gather_ms"], p["scatter_ms"] + p["gather_ms"]
+            lines.append(f"| {u['B']} | {tu:.1f} | {tp:.1f} | {tu / tp:.2f} |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+")
     parser.add_argument("--out", default=".", help="directory for the PNGs")
     parser.add_argument("--check", action="store_true", help="validate the files instead of plotting")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables instead of plotting")
     args = parser.parse_args()
 
     datasets = []
@@ -150,6 +192,13 @@ def main():
         if not problems:
             print(f"plot_benchmarks: {len(datasets)} file(s) OK")
         return 1 if problems else 0
+
+    if args.markdown:
+        for path, data in datasets:
+            print(f"<!-- {path} -->")
+            print(markdown_layout_cost(data) if is_layout_cost(data) else markdown_perf(data))
+            print()
+        return 0
 
     import matplotlib
 
