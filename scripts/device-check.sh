@@ -2,7 +2,7 @@
 # The GPU verification of docs/gpu.md, in one go, on a machine with an NVIDIA GPU:
 #   1. builds libbasp in Release with only the GPU checks (BASP_GPU_CHECKS_ONLY: no MPI, hwloc, Catch2 or
 #      Google Benchmark needed; nvcc, CMake and ninja are),
-#   2. runs the CTest label "gpu": kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
+#   2. runs the GPU tests (CTest label "gpu"): kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
 #      ranks on one GPU), the NCCL single-rank smoke test through the C ABI, the NCCL exchange path in a CUDA graph,
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs),
@@ -63,8 +63,7 @@ if cmake "${cmake_args[@]}" >>"$log" 2>&1 && cmake --build "$build" -j "$jobs" >
   build_status=ok
 fi
 say "# build (Release, sm_$arch): $build_status"
-nccl_found=$(grep -o 'NCCL=[01]' "$build/CMakeCache.txt" 2>/dev/null; grep -h 'libbasp .*NCCL=' "$log" | tail -1 |
-             grep -o 'NCCL=[01]')
+nccl_found=$(grep -h 'libbasp .*NCCL=' "$log" | tail -1 | grep -o 'NCCL=[01]')
 [[ "$build_status" == ok ]] || { tail -40 "$log"; echo "device-check: the build failed (log: $log)"; exit 1; }
 
 # --- GPU tests ---------------------------------------------------------------------------------------------
@@ -88,8 +87,8 @@ for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_ncc
 done
 several=$(grep -o 'NCCL with 2 ranks on one GPU: [^;]*' "$out/test_gpu_loopback.log" 2>/dev/null | head -1)
 say ""
-say "## ctest -L gpu (the same programs, as CI registers them)"
-(cd "$build" && ctest -L gpu --timeout 300 2>&1) | tail -8 | tee -a "$log"
+say "## registered in CTest with label gpu (what CI runs, and reports skipped without a GPU):"
+(cd "$build" && ctest -N -L gpu 2>&1) | grep 'Test *#' | tee -a "$log"
 
 # --- bandwidth ---------------------------------------------------------------------------------------------
 say ""
