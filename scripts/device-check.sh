@@ -86,6 +86,7 @@ for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_ncc
   esac
 done
 several=$(grep -o 'NCCL with 2 ranks on one GPU: [^;]*' "$out/test_gpu_loopback.log" 2>/dev/null | head -1)
+several=${several:-NCCL with 2 ranks on one GPU: not tried (test_gpu_loopback skipped or not built)}
 say ""
 say "## registered in CTest with label gpu (what CI runs, and reports skipped without a GPU):"
 (cd "$build" && ctest -N -L gpu 2>&1) | grep 'Test *#' | tee -a "$log"
