@@ -1,6 +1,7 @@
 // Host pack/unpack (src/layout/host_copy.h) against memcpy of the same bytes: how far the layout copies of the
 // MPI backend are from this machine's copy bandwidth. One iteration moves one whole tensor (all K peers' rows),
-// so bytes_per_second is directly comparable with BM_memcpy at the same size.
+// so bytes_per_second is directly comparable with BM_memcpy at the same size. Rates use CPU time (Google
+// Benchmark's default): on a shared machine wall time also counts the time other processes held the core.
 //
 // Shapes: a 64 MiB per-rank tensor (Hq = 32, D = 128, bf16: 8 KiB per token) over K = 2 and 8, both layouts,
 // plus a small-row case (Hkv = 8, D = 64: 1 KiB per token, 128-byte rows at K = 8).
@@ -113,12 +114,12 @@ void layout_args(benchmark::internal::Benchmark* b) {
     for (int64_t k : {2, 8}) b->Args({layout, k, 32, 128});
     b->Args({layout, 8, 8, 64});
   }
-  b->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
 
-BENCHMARK(BM_memcpy)->Arg(int64_t{4} << 20)->Arg(kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_memcpy)->Arg(int64_t{4} << 20)->Arg(kTensorBytes)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_pack_seq_rows)->Apply(layout_args);
 BENCHMARK(BM_unpack_seq_rows)->Apply(layout_args);
 BENCHMARK(BM_copy_seq_to_head)->Apply(layout_args);
