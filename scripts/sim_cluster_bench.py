@@ -86,8 +86,13 @@ def command(cfg, build, size, iters, json_path):
 def run(args):
     if os.geteuid() != 0:
         sys.exit("sim_cluster_bench.py run: needs root (sim-cluster creates network namespaces)")
+    def git(*a):
+        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
+    # The library's sources as measured: the commit, and whether src/, include/ or bench/ differed from it.
+    source = dict(commit=git("rev-parse", "HEAD"),
+                  modified=git("status", "--porcelain", "--untracked-files=no", "--", "src", "include", "bench") != "")
     out = dict(program="sim_cluster_bench", date=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-               machine=machine(), size=args.size, iters=args.iters, repeats=args.repeats, runs=[])
+               machine=machine(), source=source, size=args.size, iters=args.iters, repeats=args.repeats, runs=[])
     configs = configurations(args.quick)
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):
@@ -117,77 +122,94 @@ def run(args):
 
 
 # ---- plot ---------------------------------------------------------------------------------------------------------
-def median_perf(runs, **match):
-    """{(mode, B): median time_us} over the repeats of the runs matching `match`, plus wrong count."""
-    times, wrong = {}, 0
+# Ulysses and BASP of one run share the machine's load of that moment, so a run's Ulysses/BASP ratio is the unit
+# of comparison: tables and plots give the median over the runs of a configuration (and the range). Runs of the
+# same configuration from different studies are pooled.
+def perf_runs(runs, **match):
+    return [r for r in runs
+            if r["program"] == "basp_alltoall_perf" and all(r[k] == v for k, v in match.items())]
+
+
+def times(runs, b):
+    """Per run: (Ulysses us, BASP us) at micro-batch b."""
+    out = []
     for r in runs:
-        if all(r[k] == v for k, v in match.items()):
-            for row in r["result"]["results"]:
-                times.setdefault((row["mode"], row["B"]), []).append(row["time_us"])
-                wrong += row["wrong"]
-    return {k: statistics.median(v) for k, v in times.items()}, wrong
+        rows = {(x["mode"], x["B"]): x["time_us"] for x in r["result"]["results"]}
+        if ("ulysses", b) in rows and ("basp", b) in rows:
+            out.append((rows[("ulysses", b)], rows[("basp", b)]))
+    return out
 
 
-def ratio(t, b):
-    u, s = t.get(("ulysses", b)), t.get(("basp", b))
-    return u / s if u and s else None
+def summary(runs, b):
+    """(median Ulysses ms, median BASP ms, median ratio, min ratio, max ratio, runs) or None."""
+    t = times(runs, b)
+    if not t:
+        return None
+    ratios = [u / s for u, s in t]
+    return (statistics.median(u for u, _ in t) / 1e3, statistics.median(s for _, s in t) / 1e3,
+            statistics.median(ratios), min(ratios), max(ratios), len(t))
+
+
+def wrong_total(runs):
+    return sum(row["wrong"] for r in runs for row in r["result"]["results"])
 
 
 def link_label(link):
     return "unshaped" if link == "none" else link.replace("gbit", " Gbit/s")
 
 
+def fmt_ratio(s):
+    return f"{s[2]:.2f} ({s[3]:.2f}-{s[4]:.2f})"
+
+
 def tables(data):
     runs = data["runs"]
-    lines = []
-    lines.append("| fake nodes | link | B | G x K | Ulysses (ms) | BASP (ms) | Ulysses/BASP |")
-    lines.append("|---|---|---|---|---|---|---|")
-    total_wrong = 0
+    lines = ["| fake nodes | link | B | G x K | Ulysses (ms) | BASP (ms) | Ulysses/BASP (range) | runs |",
+             "|---|---|---|---|---|---|---|---|"]
     for nodes, per_node in ((2, 4), (4, 2)):
         for link in LINKS:
-            t, wrong = median_perf(runs, study="links", nodes=nodes, ranks_per_node=per_node, link=link)
-            total_wrong += wrong
-            if not t:
-                continue
+            sel = perf_runs(runs, nodes=nodes, ranks_per_node=per_node, link=link, map_by="slot",
+                            placement="topology")
             n = nodes * per_node
             for b in BATCHES:
-                if ("basp", b) not in t:
-                    continue
-                g = math.gcd(n, b)
-                lines.append(f"| {nodes} x {per_node} | {link_label(link)} | {b} | {g} x {n // g} | "
-                             f"{t[('ulysses', b)] / 1e3:.1f} | {t[('basp', b)] / 1e3:.1f} | {ratio(t, b):.2f} |")
-    lines.append("")
-    lines.append("| numbering | placement | B | Ulysses (ms) | BASP (ms) | Ulysses/BASP |")
-    lines.append("|---|---|---|---|---|---|")
+                s = summary(sel, b)
+                if s:
+                    g = math.gcd(n, b)
+                    lines.append(f"| {nodes} x {per_node} | {link_label(link)} | {b} | {g} x {n // g} | "
+                                 f"{s[0]:.1f} | {s[1]:.1f} | {fmt_ratio(s)} | {s[5]} |")
+    lines += ["", "| numbering | placement | B | Ulysses (ms) | BASP (ms) | Ulysses/BASP (range) | runs |",
+              "|---|---|---|---|---|---|---|"]
     for map_by in ("slot", "node"):
         for placement in ("contiguous", "topology"):
-            t, wrong = median_perf(runs, study="numbering", map_by=map_by, placement=placement)
-            total_wrong += wrong
+            sel = perf_runs(runs, nodes=2, ranks_per_node=4, link="4gbit", map_by=map_by, placement=placement)
             for b in BATCHES:
-                if ("basp", b) in t:
+                s = summary(sel, b)
+                if s:
                     lines.append(f"| {'block' if map_by == 'slot' else 'cyclic'} | {placement.upper()} | {b} | "
-                                 f"{t[('ulysses', b)] / 1e3:.1f} | {t[('basp', b)] / 1e3:.1f} | {ratio(t, b):.2f} |")
-    lines.append("")
-    lines.append("| link | Ulysses a2a, K=8 (ms) | BASP a2a, K=4 (ms) | a2a ratio | Ulysses scatter+gather (ms) | "
-                 "BASP scatter+gather (ms) | ratio |")
-    lines.append("|---|---|---|---|---|---|---|")
+                                 f"{s[0]:.1f} | {s[1]:.1f} | {fmt_ratio(s)} | {s[5]} |")
+    lines += ["", "| link | MPI_Alltoall K=8 (ms) | MPI_Alltoall K=4 (ms) | ratio | Ulysses scatter+gather (ms) | "
+              "BASP scatter+gather (ms) | ratio |", "|---|---|---|---|---|---|---|"]
+    wrong = wrong_total([r for r in runs if r["program"] == "basp_alltoall_perf"])
     for link in LINKS:
-        rows = {}
+        per_run = []
         for r in runs:
-            if r["study"] == "bare" and r["link"] == link:
-                for row in r["result"]["results"]:
-                    rows.setdefault(row["mode"], []).append(row)
-                    total_wrong += row["wrong"]
-        if "ulysses" not in rows or "basp" not in rows:
+            if r["program"] == "basp_layout_cost" and r["link"] == link:
+                rows = {x["mode"]: x for x in r["result"]["results"]}
+                wrong += sum(x["wrong"] for x in rows.values())
+                if "ulysses" in rows and "basp" in rows:
+                    per_run.append(rows)
+        if not per_run:
             continue
-        med = {m: {k: statistics.median(x[k] for x in v) for k in ("alltoall_ms", "scatter_ms", "gather_ms")}
-               for m, v in rows.items()}
-        u, b = med["ulysses"], med["basp"]
-        us, bs = u["scatter_ms"] + u["gather_ms"], b["scatter_ms"] + b["gather_ms"]
-        lines.append(f"| {link_label(link)} | {u['alltoall_ms']:.1f} | {b['alltoall_ms']:.1f} | "
-                     f"{u['alltoall_ms'] / b['alltoall_ms']:.2f} | {us:.1f} | {bs:.1f} | {us / bs:.2f} |")
-    lines.append("")
-    lines.append(f"Bit-exact checks: {total_wrong} wrong elements over all runs.")
+        def med(mode, key):
+            return statistics.median(x[mode][key] for x in per_run)
+        def med_ratio(f):
+            return statistics.median(f(x["ulysses"]) / f(x["basp"]) for x in per_run)
+        sg = lambda x: x["scatter_ms"] + x["gather_ms"]  # noqa: E731
+        lines.append(f"| {link_label(link)} | {med('ulysses', 'alltoall_ms'):.1f} | {med('basp', 'alltoall_ms'):.1f} | "
+                     f"{med_ratio(lambda x: x['alltoall_ms']):.2f} | "
+                     f"{statistics.median(sg(x['ulysses']) for x in per_run):.1f} | "
+                     f"{statistics.median(sg(x['basp']) for x in per_run):.1f} | {med_ratio(sg):.2f} |")
+    lines += ["", f"Bit-exact checks: {wrong} wrong elements over all runs."]
     return "\n".join(lines)
 
 
@@ -199,47 +221,60 @@ def plot(args):
     import matplotlib.pyplot as plt
     os.makedirs(args.img, exist_ok=True)
     runs = data["runs"]
-    subtitle = f"{data['machine']['cores']} cores, {data['date']}, size {data['size']} per rank, medians of " \
-               f"{data['repeats']}"
+    subtitle = (f"{data['machine']['cores']} cores, {data['date']}, {data['size']} per rank, "
+                f"median and range of {data['repeats']}+ runs")
 
     # Ulysses/BASP time ratio against B, one line per link, one panel per node shape.
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, (nodes, per_node) in zip(axes, ((2, 4), (4, 2))):
-        for link in LINKS:
-            t, _ = median_perf(runs, study="links", nodes=nodes, ranks_per_node=per_node, link=link)
-            bs = [b for b in BATCHES if ratio(t, b)]
-            if bs:
-                ax.plot(bs, [ratio(t, b) for b in bs], marker="o", label=link_label(link))
+        for i, link in enumerate(LINKS):
+            sel = perf_runs(runs, nodes=nodes, ranks_per_node=per_node, link=link, map_by="slot",
+                            placement="topology")
+            pts = [(b, summary(sel, b)) for b in BATCHES if summary(sel, b)]
+            if not pts:
+                continue
+            x = [b * (1 + 0.04 * (i - 1.5)) for b, _ in pts]  # side by side, so the ranges stay readable
+            y = [s[2] for _, s in pts]
+            err = [[s[2] - s[3] for _, s in pts], [s[4] - s[2] for _, s in pts]]
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=link_label(link))
+        if nodes == 2:
+            ax.vlines([2 * 0.86], 2.23, 3.10, colors="black", lw=7, alpha=0.45,
+                      label="paper: 2.23-3.10x (B=2, K=4, 2 x 4 A100)")
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.axhspan(2.23, 3.10, color="tab:green", alpha=0.15, label="paper, K=4 (2 x 4 A100)")
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
         ax.set_xticks(BATCHES, [str(b) for b in BATCHES])
-        ax.set_xlabel("micro-batch B")
-        ax.set_title(f"{nodes} fake nodes x {per_node} ranks")
-        ax.grid(alpha=0.3)
+        ax.set_yticks([1, 2, 3, 5, 10, 20, 40], ["1", "2", "3", "5", "10", "20", "40"])
+        ax.set_xlabel("micro-batch B (BASP: G = gcd(8, B) groups of K = 8/G)")
+        ax.set_title(f"{nodes} fake nodes x {per_node} ranks, block numbering")
+        ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("Ulysses time / BASP time")
-    axes[1].legend(fontsize=8)
-    fig.suptitle("All-to-all round trip (Q,K,V scatter + O gather), Ulysses vs BASP on sim-cluster\n" + subtitle,
-                 fontsize=9)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Attention all-to-alls (scatter Q,K,V + gather O), Ulysses vs BASP on sim-cluster, by link rate\n"
+                 + subtitle, fontsize=9)
     fig.tight_layout()
     path = os.path.join(args.img, "sim_cluster_links.png")
     fig.savefig(path, dpi=110)
     print(f"wrote {path}", file=sys.stderr)
 
     # Numbering x placement at B = 2.
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    labels, vals = [], []
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    labels, vals, lo, hi = [], [], [], []
     for map_by in ("slot", "node"):
         for placement in ("contiguous", "topology"):
-            t, _ = median_perf(runs, study="numbering", map_by=map_by, placement=placement)
-            if ratio(t, 2):
+            s = summary(perf_runs(runs, nodes=2, ranks_per_node=4, link="4gbit", map_by=map_by,
+                                  placement=placement), 2)
+            if s:
                 labels.append(f"{'block' if map_by == 'slot' else 'cyclic'}\n{placement.upper()}")
-                vals.append(ratio(t, 2))
-    ax.bar(labels, vals, color=["tab:blue", "tab:blue", "tab:red", "tab:green"][:len(vals)])
+                vals.append(s[2])
+                lo.append(s[2] - s[3])
+                hi.append(s[4] - s[2])
+    colors = ["tab:blue", "tab:blue", "tab:red", "tab:green"]
+    ax.bar(labels, vals, yerr=[lo, hi], capsize=4, color=colors[:len(vals)])
     ax.axhline(2.2, color="black", ls="--", lw=0.8, label="goal: 2.2x")
     for i, v in enumerate(vals):
-        ax.text(i, v, f"{v:.2f}x", ha="center", va="bottom", fontsize=9)
-    ax.set_ylabel("Ulysses time / BASP time, B = 2")
+        ax.text(i + 0.05, v, f"{v:.2f}x", ha="left", va="bottom", fontsize=9)
+    ax.set_ylabel("Ulysses time / BASP time, B = 2 (G = 2, K = 4)")
     ax.set_title("2 fake nodes x 4 ranks, 4 Gbit/s: rank numbering and placement\n" + subtitle, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
