@@ -64,9 +64,15 @@ typedef enum basp_backend {
   BASP_BACKEND_COUNT
 } basp_backend_t;
 
+/* How ranks are placed into groups. TOPOLOGY (the default) gathers every rank's node, NVLink domain and GPU when
+ * the comm is created and keeps each group inside one NVLink domain and on as few nodes as possible, on the GPUs
+ * with the strongest NVLinks between them, whatever the rank numbering (docs/topology.md; the environment
+ * variable BASP_NODE_ID overrides the node identity). With node-by-node rank numbering on a symmetric machine
+ * whose nodes hold a multiple or a divisor of K ranks it forms the same groups as CONTIGUOUS. */
 typedef enum basp_placement {
-  BASP_PLACEMENT_DEFAULT = 0,    /* the library's choice (CONTIGUOUS in this release) */
+  BASP_PLACEMENT_DEFAULT = 0,    /* the library's choice: TOPOLOGY */
   BASP_PLACEMENT_CONTIGUOUS = 1, /* the paper's rule: group g = ranks g*K .. g*K+K-1 */
+  BASP_PLACEMENT_TOPOLOGY = 2,   /* groups from the machine's topology (see above) */
   BASP_PLACEMENT_COUNT
 } basp_placement_t;
 

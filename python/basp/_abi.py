@@ -36,7 +36,7 @@ class Status(enum.IntEnum):
 
 STATUS_COUNT = 11  # BASP_STATUS_COUNT
 BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
-PLACEMENT_COUNT = 2  # BASP_PLACEMENT_COUNT
+PLACEMENT_COUNT = 3  # BASP_PLACEMENT_COUNT
 PATH_COUNT = 6  # BASP_PATH_COUNT
 LAYOUT_COUNT = 2  # BASP_LAYOUT_COUNT
 DTYPE_COUNT = 9  # BASP_DTYPE_COUNT: also the "unset" dtype of BASP_PLAN_DESC_INITIALIZER
@@ -52,6 +52,7 @@ class Placement(enum.IntEnum):
     """basp_placement_t."""
     DEFAULT = 0
     CONTIGUOUS = 1
+    TOPOLOGY = 2
 
 
 class Path(enum.IntEnum):

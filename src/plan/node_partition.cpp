@@ -96,11 +96,11 @@ std::vector<int32_t> sizes_descending(const PartitionProblem& p) {
   return sizes;
 }
 
-// Elements in order, parts largest first: what the exhaustive search returns when every pair scores alike.
+// Elements in order, parts in list order: what the exhaustive search returns when every pair scores alike.
 Blocks contiguous_blocks(const PartitionProblem& p) {
   Blocks blocks;
   int32_t next = 0;
-  for (int32_t s : sizes_descending(p)) {
+  for (int32_t s : p.part_sizes) {
     blocks.emplace_back(static_cast<size_t>(s));
     std::iota(blocks.back().begin(), blocks.back().end(), next);
     next += s;
@@ -120,19 +120,14 @@ bool uniform(const PartitionProblem& p) {
   return true;
 }
 
-// Branch and bound over canonical partitions: elements are placed in order, each joins an open block or opens a
-// new one (sizes tried largest first), so blocks of equal size are distinguished only by their lowest element.
+// Branch and bound over canonical partitions: elements are placed in order, each joins an open block or opens
+// the lowest unused part of some size (sizes tried in order of that part's index), so blocks of equal size are
+// numbered by their lowest element and each partition is visited once. On ties the first partition found wins:
+// earlier parts of the list take the lower elements.
 class ExhaustiveSearch {
  public:
-  explicit ExhaustiveSearch(const PartitionProblem& p) : p_(p) {
-    for (int32_t s : sizes_descending(p)) {
-      if (distinct_.empty() || distinct_.back() != s) {
-        distinct_.push_back(s);
-        remaining_.push_back(0);
-      }
-      remaining_.back()++;
-      total_pairs_ += static_cast<int64_t>(s) * (s - 1) / 2;
-    }
+  explicit ExhaustiveSearch(const PartitionProblem& p) : p_(p), used_(p.part_sizes.size(), 0) {
+    for (int32_t s : p.part_sizes) total_pairs_ += static_cast<int64_t>(s) * (s - 1) / 2;
     for (int32_t a = 0; a < p.size; ++a) {
       for (int32_t b = 0; b < p.size; ++b) {
         if (a == b) continue;
@@ -166,30 +161,34 @@ class ExhaustiveSearch {
       if (!(best_ < bound)) return;
     }
     for (size_t b = 0; b < blocks_.size(); ++b) {
-      auto& block = blocks_[b];
-      if (static_cast<int32_t>(block.size()) == caps_[b]) continue;
+      if (static_cast<int32_t>(blocks_[b].size()) == caps_[b]) continue;
       PartitionScore next = cur;
-      add_pairs(p_, e, block.data(), block.size(), next);
-      const auto added = static_cast<int64_t>(block.size());
-      block.push_back(e);
+      add_pairs(p_, e, blocks_[b].data(), blocks_[b].size(), next);
+      const auto added = static_cast<int64_t>(blocks_[b].size());
+      blocks_[b].push_back(e);
       dfs(e + 1, next, pairs_done + added);
       blocks_[b].pop_back();
     }
-    for (size_t d = 0; d < distinct_.size(); ++d) {
-      if (remaining_[d] == 0) continue;
-      remaining_[d]--;
+    // Open a new block: for each size, only its lowest unused part.
+    for (size_t i = 0; i < used_.size(); ++i) {
+      if (used_[i]) continue;
+      bool first_of_size = true;
+      for (size_t j = 0; j < i && first_of_size; ++j) {
+        first_of_size = used_[j] || p_.part_sizes[j] != p_.part_sizes[i];
+      }
+      if (!first_of_size) continue;
+      used_[i] = 1;
       blocks_.push_back({e});
-      caps_.push_back(distinct_[d]);
+      caps_.push_back(p_.part_sizes[i]);
       dfs(e + 1, cur, pairs_done);
       blocks_.pop_back();
       caps_.pop_back();
-      remaining_[d]++;
+      used_[i] = 0;
     }
   }
 
   const PartitionProblem& p_;
-  std::vector<int32_t> distinct_;   // distinct part sizes, descending
-  std::vector<int32_t> remaining_;  // blocks of each distinct size not opened yet
+  std::vector<char> used_;  // parts opened on the current path
   int64_t total_pairs_ = 0;
   uint32_t max_bw_ = 0;
   uint8_t max_loc_ = 0;

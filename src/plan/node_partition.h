@@ -3,7 +3,7 @@
 //
 // Score of a partition, compared lexicographically (higher is better), over the pairs inside each part:
 //   weakest NVLink bandwidth, total bandwidth, weakest PCI locality, total locality.
-// Ties go to the partition that keeps the lowest elements together (the first one in canonical order).
+// Ties go to the first partition in canonical order: the parts earlier in the list take the lower elements.
 //
 // Up to kExhaustiveMaxElements elements the search is exhaustive (branch and bound over canonical partitions:
 // parts of equal size are unlabelled, so each partition is visited once; at most 15!! = 2,027,025 leaves for 16
@@ -40,7 +40,7 @@ struct PartitionScore {
 enum class PartitionMethod { kTrivial, kUniform, kExhaustive, kHeuristic };
 
 // part_of[e] = index into problem.part_sizes of the part holding element e. Among parts of equal size, the lower
-// index holds the part whose lowest element is lower. Throws on an inconsistent problem.
+// index holds the block whose lowest element is lower. Throws on an inconsistent problem.
 std::vector<int32_t> partition_node(const PartitionProblem& problem, PartitionMethod* method = nullptr);
 
 // The heuristic alone (exposed so tests can compare it with the exhaustive search).

@@ -9,8 +9,9 @@
 //      fits);
 //   3. inside a node the partition into parts maximises the weakest intra-part NVLink bandwidth, then the total,
 //      then the weakest and total PCI locality (node_partition.h);
-//   4. remaining ties go to the lowest ranks: with node-contiguous numbering on a symmetric machine the result is
-//      the paper's contiguous assignment.
+//   4. remaining ties go to the lowest ranks, earlier groups first: with node-contiguous numbering on a
+//      symmetric machine whose nodes hold a multiple or a divisor of K ranks, the result is the paper's
+//      contiguous assignment.
 // Groups are ordered by their lowest rank and members by rank, so every rank computes the same layout from the
 // same gathered input whatever the rank numbering.
 #pragma once

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "plan/placement.h"
 #include "transport/memory_kind.h"
 
 namespace basp::runtime {
@@ -11,16 +12,29 @@ Comm::Comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
            std::unique_ptr<transport::GroupTransport> transport)
     : layout_(std::move(layout)), rank_(rank), placement_(placement), transport_(std::move(transport)) {}
 
-plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options) {
+plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
+                              const std::vector<topology::RankLocality>& locality) {
   const int32_t groups = plan::resolve_num_groups(world_size, options.micro_batch, options.num_groups);
   switch (options.placement) {
-    case BASP_PLACEMENT_DEFAULT:
     case BASP_PLACEMENT_CONTIGUOUS:
       return plan::make_layout(world_size, options.micro_batch, plan::contiguous_members(world_size, groups));
+    case BASP_PLACEMENT_DEFAULT:
+    case BASP_PLACEMENT_TOPOLOGY:
+      if (locality.empty()) {
+        return plan::make_layout(world_size, options.micro_batch, plan::contiguous_members(world_size, groups));
+      }
+      BASP_CHECK(locality.size() == static_cast<size_t>(world_size), BASP_ERROR_INTERNAL, "placement got ",
+                 locality.size(), " locality records for ", world_size, " ranks");
+      return plan::make_layout(world_size, options.micro_batch,
+                               plan::place_groups(topology::placement_input(locality), groups));
     default: break;
   }
   detail::fail(BASP_ERROR_INVALID_ARGUMENT, "placement (", static_cast<int>(options.placement),
                ") is not a basp_placement_t value");
+}
+
+plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options) {
+  return plan_groups(world_size, options, {});
 }
 
 Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc) : comm_(std::move(comm)) {

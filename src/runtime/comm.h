@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "basp/basp.h"
 #include "plan/exchange.h"
 #include "plan/groups.h"
+#include "topology/rank_locality.h"
 #include "transport/transport.h"
 
 namespace basp::runtime {
@@ -58,7 +60,12 @@ class Plan {
   std::unique_ptr<transport::PlanExecutor> executor_;
 };
 
-// Options -> the validated group layout for `world_size` ranks (placement applied).
+// Options -> the validated group layout for `world_size` ranks (placement applied). `locality` holds every rank's
+// record (topology/rank_locality.h), gathered over the parent communicator, for TOPOLOGY (and DEFAULT)
+// placement; empty means nothing is known and those fall back to the contiguous rule. Every rank must pass the
+// same records to get the same layout.
+plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
+                              const std::vector<topology::RankLocality>& locality);
 plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options);
 
 }  // namespace basp::runtime

@@ -157,8 +157,11 @@ uint32_t clamp32(hwloc_uint64_t v) {
   return static_cast<uint32_t>(std::min<hwloc_uint64_t>(v, std::numeric_limits<uint32_t>::max()));
 }
 
-// Reads every NVLinkBandwidth matrix into [a * n + b]. Matrices through NVSwitch PCI devices (hwloc's DGX-2
-// style) are first reduced to GPU pairs with hwloc's own transforms. Returns whether a matrix was found.
+// Reads every NVLinkBandwidth matrix into [a * n + b]. A matrix may also hold non-GPU objects: CPU packages
+// (POWER8's NVLinks to the CPU: ignored) and NVSwitch PCI devices (hwloc's DGX-2 style: GPU<->switch entries).
+// Two GPUs that both reach switches are connected through the fabric at the smaller of their total switch
+// bandwidths, the rule nvlink_matrix.h applies to NVML's links (and the result hwloc_distances_transform's
+// MERGE_SWITCH_PORTS + TRANSITIVE_CLOSURE gives on the DGX-2 recording). Returns whether a matrix was found.
 bool read_matrix(hwloc_topology_t topo, const std::vector<GpuObject>& gpus, std::vector<uint32_t>& bw) {
   const size_t n = gpus.size();
   bw.assign(n * n, 0);
@@ -172,28 +175,31 @@ bool read_matrix(hwloc_topology_t topo, const std::vector<GpuObject>& gpus, std:
     }
     return -1;
   };
+  std::vector<uint64_t> to_switch(n, 0);
   for (unsigned m = 0; m < nr; ++m) {
-    hwloc_distances_s* d = all[m];
-    bool through_switches = false;
-    for (unsigned i = 0; i < d->nbobjs; ++i) {
-      if (d->objs[i]->type == HWLOC_OBJ_PCI_DEVICE && gpu_of(d->objs[i]) < 0) through_switches = true;
-    }
-    if (through_switches) {
-      // Failures leave the matrix as it was: then only direct GPU pairs count.
-      hwloc_distances_transform(topo, d, HWLOC_DISTANCES_TRANSFORM_MERGE_SWITCH_PORTS, nullptr, 0);
-      hwloc_distances_transform(topo, d, HWLOC_DISTANCES_TRANSFORM_TRANSITIVE_CLOSURE, nullptr, 0);
-    }
+    const hwloc_distances_s* d = all[m];
     for (unsigned i = 0; i < d->nbobjs; ++i) {
       const int a = gpu_of(d->objs[i]);
       if (a < 0) continue;
       for (unsigned j = 0; j < d->nbobjs; ++j) {
+        const hwloc_uint64_t v = d->values[static_cast<size_t>(i) * d->nbobjs + j];
         const int b = gpu_of(d->objs[j]);
-        if (b < 0 || b == a) continue;
-        uint32_t& cell = bw[static_cast<size_t>(a) * n + static_cast<size_t>(b)];
-        cell = std::max(cell, clamp32(d->values[static_cast<size_t>(i) * d->nbobjs + j]));
+        if (b >= 0 && b != a) {
+          uint32_t& cell = bw[static_cast<size_t>(a) * n + static_cast<size_t>(b)];
+          cell = std::max(cell, clamp32(v));
+        } else if (b < 0 && d->objs[j]->type == HWLOC_OBJ_PCI_DEVICE) {
+          to_switch[static_cast<size_t>(a)] += v;
+        }
       }
     }
-    hwloc_distances_release(topo, d);
+    hwloc_distances_release(topo, all[m]);
+  }
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b || to_switch[a] == 0 || to_switch[b] == 0) continue;
+      uint32_t& cell = bw[a * n + b];
+      cell = std::max(cell, clamp32(std::min(to_switch[a], to_switch[b])));
+    }
   }
   return true;
 }
@@ -349,7 +355,7 @@ Topology Topology::load_xml(const std::string& path) {
   t.origin_ = path;
   auto h = new_hwloc();
   BASP_CHECK_ARG(hwloc_topology_set_xml(h->topo, path.c_str()) == 0, "topology file \"", path,
-                 "\" cannot be opened by hwloc: ", std::strerror(errno));
+                 "\" is not a valid hwloc XML topology (hwloc_topology_set_xml failed: ", std::strerror(errno), ")");
   // Keep every I/O object of the file: NVSwitch PCI devices carry DGX-2 style matrices.
   hwloc_topology_set_io_types_filter(h->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   BASP_CHECK_ARG(hwloc_topology_load(h->topo) == 0, "topology file \"", path,

@@ -36,6 +36,7 @@
 #include "common/error.h"
 #include "layout/host_copy.h"
 #include "transport/mpi/cma.h"
+#include "transport/mpi/mpi_locality.h"
 #include "transport/mpi/mpi_util.h"
 #include "transport/mpi/shared_memory.h"
 
@@ -360,7 +361,11 @@ std::shared_ptr<runtime::Comm> create_comm(basp_mpi_fint_t parent, const runtime
   int rank = 0;
   BASP_MPI_CHECK(MPI_Comm_size(world.get(), &size));
   BASP_MPI_CHECK(MPI_Comm_rank(world.get(), &rank));
-  plan::GroupLayout layout = runtime::plan_groups(size, options);
+  // The MPI backend works in host memory: a rank contributes its node, no GPU. Gathered for every placement so
+  // that ranks never disagree on taking part in the collective.
+  const std::vector<topology::RankLocality> locality =
+      allgather_locality(world.get(), topology::make_rank_locality(topology::local_node_identity()));
+  plan::GroupLayout layout = runtime::plan_groups(size, options, locality);
   const int32_t color = layout.group_of[rank];
   const int32_t key = layout.position_of[rank];
   MPI_Comm group = MPI_COMM_NULL;
