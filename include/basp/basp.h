@@ -41,6 +41,13 @@ typedef enum basp_status {
   BASP_ERROR_CUDA = 8,             /* a CUDA call failed; the message carries CUDA's error string */
   BASP_ERROR_NCCL = 9,             /* an NCCL call failed; the message carries NCCL's error string */
   BASP_ERROR_INTERNAL = 10,        /* a bug in libbasp: please report the message */
+  BASP_ERROR_MISMATCH = 11,        /* the ranks of a collective call passed different arguments; the message names
+                                      the field, its values and the ranks holding them. Nothing was created. */
+  BASP_ERROR_TIMEOUT = 12,         /* a collective step did not finish within the comm's timeout (a rank did not
+                                      join); the message names the call, the group and the ranks waited for. The
+                                      comm is broken from then on. */
+  BASP_ERROR_COMM_BROKEN = 13,     /* the comm (or the comm of the plan) failed earlier (timeout or MPI error):
+                                      every call but destroy returns this at once; the message names the cause */
   BASP_STATUS_COUNT
 } basp_status_t;
 
@@ -134,12 +141,20 @@ typedef struct basp_comm_config_v1 {
   int32_t backend;     /* basp_backend_t */
   int32_t placement;   /* basp_placement_t */
   int32_t reserved0;   /* must be 0 */
+  /* Appended after the first layout (40 bytes): callers built against that pass its size and get -1.
+   * How long a blocking step of a collective call of this comm (creation, plan creation, basp_mem_alloc/free,
+   * scatter/gather on the MPI backend) may wait for the other ranks before failing with BASP_ERROR_TIMEOUT, in
+   * milliseconds. -1: the environment variable BASP_TIMEOUT_MS, else BASP_DEFAULT_TIMEOUT_MS; 0: wait forever.
+   * Each rank may choose its own. See docs/reliability.md. */
+  int64_t timeout_ms;
 } basp_comm_config_v1;
 typedef basp_comm_config_v1 basp_comm_config_t;
 
+#define BASP_DEFAULT_TIMEOUT_MS 300000 /* 5 minutes */
+
 #define BASP_COMM_CONFIG_INITIALIZER                                                                        \
   { sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1,                \
-    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0 }
+    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1 }
 
 /* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
  * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. */

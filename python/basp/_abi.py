@@ -32,9 +32,12 @@ class Status(enum.IntEnum):
     ERROR_CUDA = 8
     ERROR_NCCL = 9
     ERROR_INTERNAL = 10
+    ERROR_MISMATCH = 11
+    ERROR_TIMEOUT = 12
+    ERROR_COMM_BROKEN = 13
 
 
-STATUS_COUNT = 11  # BASP_STATUS_COUNT
+STATUS_COUNT = 14  # BASP_STATUS_COUNT
 BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
 PLACEMENT_COUNT = 3  # BASP_PLACEMENT_COUNT
 PATH_COUNT = 6  # BASP_PATH_COUNT
@@ -128,11 +131,12 @@ class CommConfig(_Versioned):
         ("backend", ctypes.c_int32),
         ("placement", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
+        ("timeout_ms", ctypes.c_int64),
     ]
     _magic = COMM_CONFIG_MAGIC
     _version = COMM_CONFIG_VERSION
     _defaults = {"micro_batch": -1, "num_groups": -1, "backend": Backend.MPI, "placement": Placement.DEFAULT,
-                 "reserved0": 0}
+                 "reserved0": 0, "timeout_ms": -1}
 
 
 class RankInfoStruct(_Versioned):

@@ -36,7 +36,8 @@ int main(void) {
   FIELD(basp_comm_config_v1, num_groups, ",");
   FIELD(basp_comm_config_v1, backend, ",");
   FIELD(basp_comm_config_v1, placement, ",");
-  FIELD(basp_comm_config_v1, reserved0, "");
+  FIELD(basp_comm_config_v1, reserved0, ",");
+  FIELD(basp_comm_config_v1, timeout_ms, "");
   STRUCT_END();
 
   STRUCT_BEGIN(basp_rank_info_v1, BASP_RANK_INFO_INITIALIZER, 0);
@@ -113,6 +114,9 @@ int main(void) {
   CONST(BASP_ERROR_CUDA, ",");
   CONST(BASP_ERROR_NCCL, ",");
   CONST(BASP_ERROR_INTERNAL, ",");
+  CONST(BASP_ERROR_MISMATCH, ",");
+  CONST(BASP_ERROR_TIMEOUT, ",");
+  CONST(BASP_ERROR_COMM_BROKEN, ",");
   CONST(BASP_STATUS_COUNT, ",");
   CONST(BASP_BACKEND_MPI, ",");
   CONST(BASP_BACKEND_NCCL, ",");

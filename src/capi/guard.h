@@ -39,9 +39,11 @@ basp_status_t guarded(const char* function, Body&& body) noexcept {
 }
 
 // Reads a caller's versioned struct: checks pointer, size, magic and version, then copies min(size, sizeof)
-// bytes over `defaults`, so fields a smaller (older) struct lacks keep their defaults.
+// bytes over `defaults`, so fields a smaller (older) struct lacks keep their defaults. `first_size` is the size of
+// the struct's first layout: the smallest a caller can have been built with.
 template <typename T>
-T read_struct(const T* user, const T& defaults, uint32_t magic, uint32_t max_version, const char* name) {
+T read_struct(const T* user, const T& defaults, uint32_t magic, uint32_t max_version, const char* name,
+              size_t first_size) {
   BASP_CHECK(user != nullptr, BASP_ERROR_NULL_POINTER, name, " is NULL");
   constexpr size_t kMinSize = offsetof(T, version) + sizeof(uint32_t);
   BASP_CHECK(user->size >= kMinSize && user->size <= (size_t{1} << 20), BASP_ERROR_BAD_STRUCT, name, "->size (",
@@ -50,8 +52,8 @@ T read_struct(const T* user, const T& defaults, uint32_t magic, uint32_t max_ver
              ") is wrong (expected 0x", magic, "): initialise it with its _INITIALIZER macro");
   BASP_CHECK(user->version >= 1 && user->version <= max_version, BASP_ERROR_BAD_STRUCT, name, "->version (",
              user->version, ") is not supported (1..", max_version, ")");
-  BASP_CHECK(user->size >= sizeof(T), BASP_ERROR_BAD_STRUCT, name, "->size (", user->size,
-             ") is smaller than version 1 of the struct (", sizeof(T), ")");
+  BASP_CHECK(user->size >= first_size, BASP_ERROR_BAD_STRUCT, name, "->size (", std::dec, user->size,
+             ") is smaller than the struct's first layout (", first_size, " bytes; this build's is ", sizeof(T), ")");
   T out = defaults;
   std::memcpy(&out, user, std::min(user->size, sizeof(T)));
   return out;

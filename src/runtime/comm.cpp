@@ -1,5 +1,6 @@
 #include "runtime/comm.h"
 
+#include <optional>
 #include <utility>
 
 #include "common/error.h"
@@ -37,11 +38,41 @@ plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options) {
   return plan_groups(world_size, options, {});
 }
 
-Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc) : comm_(std::move(comm)) {
+void Comm::agree(const CallRecord& mine, const std::exception_ptr& local_error) {
+  try {
+    collective([&] { transport_->agree(mine); });
+  } catch (const detail::Error& e) {
+    if (!local_error || e.status() != BASP_ERROR_MISMATCH) throw;
+    // This rank's own error explains the mismatch best; say what the other ranks see.
+    try {
+      std::rethrow_exception(local_error);
+    } catch (const detail::Error& own) {
+      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ",
+                   e.what(), ")");
+    }
+  }
+  if (local_error) std::rethrow_exception(local_error);
+}
+
+Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc) : Plan(std::move(comm), &desc, nullptr) {}
+
+Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, std::exception_ptr local_error)
+    : comm_(std::move(comm)) {
+  comm_->check_usable();
   const auto& groups = comm_->layout();
-  const plan::ExchangeSpec spec = plan::validate_spec(desc, groups.group_size);
-  exchange_ = plan::make_exchange_plan(spec, groups.group_size, comm_->position(), groups.sequences_per_group());
-  executor_ = comm_->transport().make_executor(exchange_);
+  // Local checks first, but every rank joins the consistency check whatever they found.
+  basp_status_t local_status = BASP_SUCCESS;
+  std::optional<plan::ExchangeSpec> spec;
+  try {
+    if (local_error) std::rethrow_exception(local_error);
+    spec = plan::validate_spec(*desc, groups.group_size);
+  } catch (const detail::Error& e) {
+    local_error = std::current_exception();
+    local_status = e.status();
+  }
+  comm_->agree(describe_plan_create(desc, local_status, groups, comm_->placement()), local_error);
+  exchange_ = plan::make_exchange_plan(*spec, groups.group_size, comm_->position(), groups.sequences_per_group());
+  comm_->collective([&] { executor_ = comm_->transport().make_executor(exchange_); });
 }
 
 void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const {
@@ -80,13 +111,15 @@ void Plan::check_buffers(const char* op, const void* const* inputs, void* const*
 }
 
 void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
+  comm_->check_usable();
   check_buffers("scatter", inputs, outputs, stream);
-  executor_->scatter(inputs, outputs, stream);
+  comm_->collective([&] { executor_->scatter(inputs, outputs, stream); });
 }
 
 void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
+  comm_->check_usable();
   check_buffers("gather", inputs, outputs, stream);
-  executor_->gather(inputs, outputs, stream);
+  comm_->collective([&] { executor_->gather(inputs, outputs, stream); });
 }
 
 }  // namespace basp::runtime

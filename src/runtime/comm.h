@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <vector>
 
 #include "basp/basp.h"
 #include "plan/exchange.h"
 #include "plan/groups.h"
+#include "runtime/consistency.h"
 #include "topology/rank_locality.h"
 #include "transport/transport.h"
 
@@ -19,6 +21,7 @@ struct CommOptions {
   int32_t num_groups = -1;
   basp_backend_t backend = BASP_BACKEND_MPI;
   basp_placement_t placement = BASP_PLACEMENT_DEFAULT;
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;  // resolved (runtime/timeout.h); 0: no timeout
 };
 
 class Comm {
@@ -33,6 +36,24 @@ class Comm {
   basp_placement_t placement() const { return placement_; }
   transport::GroupTransport& transport() { return *transport_; }
 
+  // Throws BASP_ERROR_COMM_BROKEN once a collective step of the comm failed (transport/health.h).
+  void check_usable() const { transport_->health().check(); }
+  // Runs `step`, a collective step of the comm; a failure that leaves the group out of step (timeout, MPI
+  // error) marks the comm broken before it propagates.
+  template <typename Step>
+  void collective(Step&& step) {
+    try {
+      step();
+    } catch (const detail::Error& e) {
+      if (transport::breaks_comm(e.status())) transport_->health().mark_broken(e.status(), e.what());
+      throw;
+    }
+  }
+  // The consistency check of a collective call (runtime/consistency.h). A rank whose own argument checks
+  // failed (`local_error`) takes part too, so that the others fail at once instead of waiting for it, and then
+  // reports its own error.
+  void agree(const CallRecord& mine, const std::exception_ptr& local_error);
+
  private:
   plan::GroupLayout layout_;
   int32_t rank_;
@@ -44,6 +65,9 @@ class Plan {
  public:
   // Collective over the rank's group.
   Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc);
+  // The same, for the C ABI: `desc` is NULL and `local_error` set when the caller's descriptor could not be read;
+  // the rank still joins the group's consistency check (Comm::agree), then throws.
+  Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, std::exception_ptr local_error);
 
   const plan::ExchangePlan& exchange() const { return exchange_; }
   const Comm& comm() const { return *comm_; }

@@ -12,6 +12,8 @@
 #include "basp/basp.h"
 #include "common/error.h"
 #include "plan/exchange.h"
+#include "runtime/consistency.h"
+#include "transport/health.h"
 
 namespace basp::transport {
 
@@ -30,6 +32,12 @@ class GroupTransport {
  public:
   virtual ~GroupTransport() = default;
   virtual basp_backend_t backend() const = 0;
+  // Whether the comm is still usable (transport/health.h), shared by the comm and its plans.
+  Health& health() { return health_; }
+  // Collective over the group, the first step of every collective call (docs/reliability.md): returns when every
+  // rank of the group described the same call, else throws BASP_ERROR_MISMATCH (on every rank) or
+  // BASP_ERROR_TIMEOUT. Backends without a host-side channel to the group (NCCL) check nothing.
+  virtual void agree(const runtime::CallRecord& mine) { (void)mine; }
   // Collective over the group.
   virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) = 0;
   // Collective over the group: memory the group's ranks can reach directly (basp_mem_alloc), and its release.
@@ -52,6 +60,9 @@ class GroupTransport {
   virtual void abort() {
     detail::fail(BASP_ERROR_UNSUPPORTED, "this backend cannot abort a communicator (only BASP_BACKEND_NCCL can)");
   }
+
+ private:
+  Health health_;
 };
 
 }  // namespace basp::transport

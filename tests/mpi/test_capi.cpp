@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -111,10 +112,22 @@ TEST_CASE("comm creation: bad arguments are named and create nothing", "[capi]")
   c.size = 3;
   CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
   CHECK_THAT(last(), Catch::Contains("config->size (3)"));
+  // The first layout ended before timeout_ms: a caller built against it is served; anything shorter is not.
+  const size_t first_layout = offsetof(basp_comm_config_v1, timeout_ms);
   c = config(2);
-  c.size = sizeof(c) - 8;
+  c.size = first_layout - 8;
   CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
-  CHECK_THAT(last(), Catch::Contains("config->size"));
+  CHECK_THAT(last(), Catch::Contains("config->size (" + std::to_string(first_layout - 8) + ")") &&
+                     Catch::Contains("first layout (" + std::to_string(first_layout) + " bytes"));
+  c = config(2);
+  c.size = first_layout;
+  c.timeout_ms = -77;  // beyond the caller's struct: never read
+  REQUIRE(basp_comm_create_mpi(world, &c, &comm) == BASP_SUCCESS);
+  CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+  c = config(2);
+  c.timeout_ms = -2;
+  CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("config->timeout_ms (-2)"));
   c = config(2);
   c.version = 9;
   CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);

@@ -17,6 +17,16 @@
 // until the peers are done with it. BASP_MPI_TRANSPORT=p2p|direct forces one path (auto: direct where
 // possible).
 //
+// Every wait is bounded by the comm's timeout (mpi_wait.h, docs/reliability.md). The direct path runs three small
+// point-to-point rounds, so that a rank never exposes its tensors to a peer that is not in the same call:
+//   arrive     each rank tells every peer which operation it is in; nothing of its memory is published yet, so
+//              a rank that gives up here (a peer never came) leaves nothing a late peer could write into;
+//   addresses  sent only after every peer arrived: the head-sharded tensors' addresses;
+//   done       sent to peer j once this rank finished with j's tensor; a rank returns only when every peer said
+//              done, so nobody reuses a tensor a peer still touches.
+// A late peer that finds the others gone completes "arrive" from their stale messages and then waits for
+// addresses nobody sends: it times out too, having written nothing.
+//
 // Fastest of all: when every head-sharded tensor of the exchange lives in memory from basp_mem_alloc (mapped
 // by every rank of the group, see shared_memory.h), the rows move with plain memcpy into (scatter) or out of
 // (gather) the peers' tensors: one user-space copy, no system call per row, any row size.
@@ -33,11 +43,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/error.h"
 #include "layout/host_copy.h"
+#include "runtime/consistency.h"
 #include "transport/mpi/cma.h"
+#include "transport/mpi/mpi_collectives.h"
 #include "transport/mpi/mpi_locality.h"
 #include "transport/mpi/mpi_util.h"
+#include "transport/mpi/mpi_wait.h"
 #include "transport/mpi/shared_memory.h"
 
 namespace basp::transport::mpi {
@@ -45,7 +59,14 @@ namespace {
 
 constexpr int kScatterTagBase = 0;
 constexpr int kGatherTagBase = BASP_MAX_TENSORS;
+constexpr int kArriveTag = 2 * BASP_MAX_TENSORS;  // direct path, round 1: the operation
+constexpr int kAddressTag = kArriveTag + 1;       // round 2: the head-sharded tensors' addresses
+constexpr int kDoneTag = kArriveTag + 2;          // round 3: finished with the receiver's tensors
 constexpr int64_t kDirectMinRowBytes = 1024;
+constexpr int32_t kOpScatter = 1;
+constexpr int32_t kOpGather = 2;
+// Send buffers of the direct path's first and last rounds: static, so that they outlive any request.
+constexpr int32_t kOpCodes[3] = {0, kOpScatter, kOpGather};
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }
@@ -56,11 +77,37 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+const char* op_name(int32_t op) { return op == kOpScatter ? "basp_scatter" : op == kOpGather ? "basp_gather" : "?"; }
+
+// A communicator that is leaked instead of freed once a collective on it was abandoned (mpi_collectives.h):
+// Open MPI would otherwise progress the abandoned operation on a freed communicator and crash.
+struct GuardedComm {
+  OwnedComm comm;
+  bool abandoned = false;
+  GuardedComm() = default;
+  explicit GuardedComm(OwnedComm c) : comm(std::move(c)) {}
+  GuardedComm(const GuardedComm&) = delete;
+  GuardedComm& operator=(const GuardedComm&) = delete;
+  ~GuardedComm() {
+    if (abandoned) comm.leak();
+  }
+  MPI_Comm get() const { return comm.get(); }
+};
+
+// What the executors of one group share: who the group is, for messages, and the comm's timeout.
+struct GroupContext {
+  int32_t position = 0;
+  std::vector<int32_t> members;  // world rank of each position
+  std::string where;             // "group 0 (world ranks 0..3)"
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
+};
+
 class MpiExecutor final : public PlanExecutor {
  public:
-  MpiExecutor(MPI_Comm group, const plan::ExchangePlan& plan, std::shared_ptr<SharedMemory> shared)
-      : plan_(plan), shared_(std::move(shared)) {
-    comm_ = dup_with_errors_return(group);
+  MpiExecutor(MPI_Comm group, const plan::ExchangePlan& plan, std::shared_ptr<SharedMemory> shared,
+              std::shared_ptr<const GroupContext> context)
+      : plan_(plan), shared_(std::move(shared)), context_(std::move(context)) {
+    comm_.comm = dup_with_errors_return(group);
     const int32_t n = plan_.num_tensors();
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = plan_.tensors[t];
@@ -83,10 +130,27 @@ class MpiExecutor final : public PlanExecutor {
       if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
       std::memset(workspace_.get(), 0, bytes);  // fault the pages in now, not in the first execute
     }
-    requests_.assign(static_cast<size_t>(2 * n * (plan_.group_size - 1)), MPI_REQUEST_NULL);
+    const auto k = static_cast<size_t>(plan_.group_size);
+    requests_.assign(2 * static_cast<size_t>(n) * (k - 1), MPI_REQUEST_NULL);
+    request_peer_.assign(requests_.size(), -1);
+    control_.assign(2 * (k - 1), MPI_REQUEST_NULL);
+    control_peer_.assign(control_.size(), -1);
+    arrived_.assign(k, 0);
     direct_ = plan_.group_size > 1 && choose_direct();
     my_ptrs_.assign(static_cast<size_t>(n), 0);
-    peer_ptrs_.assign(static_cast<size_t>(n * plan_.group_size), 0);
+    peer_ptrs_.assign(static_cast<size_t>(n) * k, 0);
+  }
+
+  ~MpiExecutor() override {
+    // Nothing is pending after a normal return, and a failed exchange dropped its requests already. Buffers that
+    // a released request may still touch (a send MPI could not cancel, waiting for a late peer) are leaked on
+    // purpose: freeing them would let MPI read freed memory when that peer arrives.
+    if (workspace_pinned_) static_cast<void>(workspace_.release());
+    if (control_pinned_) {
+      static_cast<void>(new std::vector<int32_t>(std::move(arrived_)));
+      static_cast<void>(new std::vector<uint64_t>(std::move(my_ptrs_)));
+      static_cast<void>(new std::vector<uint64_t>(std::move(peer_ptrs_)));
+    }
   }
 
   int32_t last_path() const override { return last_path_; }
@@ -94,40 +158,51 @@ class MpiExecutor final : public PlanExecutor {
   int64_t workspace_bytes() const override { return plan_.workspace_bytes; }
 
   void scatter(const void* const* inputs, void* const* outputs, void*) override {
-    if (try_direct(inputs, outputs, /*scatter=*/true)) return;
+    const detail::Deadline deadline(context_->timeout_ms);
+    if (try_direct(inputs, outputs, kOpScatter, deadline)) return;
     last_path_ = plan_.group_size == 1 ? BASP_PATH_LOCAL : BASP_PATH_P2P;
     const int32_t k = plan_.group_size;
     const int32_t me = plan_.position;
     const int32_t n = plan_.num_tensors();
     MPI_Comm comm = comm_.get();
     size_t nreq = 0;
-    // Receives first, from the peers in the order they will send to us.
-    for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me - i + k) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        auto* out = static_cast<std::byte*>(outputs[t]) + plan_.tensors[t].head_row_offset(0, j);
-        BASP_MPI_CHECK(MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
+    try {
+      // Receives first, from the peers in the order they will send to us.
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me - i + k) % k;
+        for (int32_t t = 0; t < n; ++t) {
+          auto* out = static_cast<std::byte*>(outputs[t]) + plan_.tensors[t].head_row_offset(0, j);
+          request_peer_[nreq] = j;
+          BASP_MPI_CHECK(
+              MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
+        }
       }
-    }
-    // Pack each peer's chunk and send it at once, so packing the next overlaps the transfer of this one.
-    for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me + i) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
-        layout::pack_seq_rows(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]), chunk, j);
-        BASP_MPI_CHECK(MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm,
-                                 &requests_[nreq++]));
+      // Pack each peer's chunk and send it at once, so packing the next overlaps the transfer of this one.
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me + i) % k;
+        for (int32_t t = 0; t < n; ++t) {
+          std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
+          layout::pack_seq_rows(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]), chunk, j);
+          request_peer_[nreq] = j;
+          BASP_MPI_CHECK(MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm,
+                                   &requests_[nreq++]));
+        }
       }
+      for (int32_t t = 0; t < n; ++t) {
+        layout::copy_seq_to_head(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
+                                 static_cast<std::byte*>(outputs[t]), me);
+      }
+      wait_all(requests_.data(), static_cast<int>(nreq), Requests::kPointToPoint, deadline,
+               "the point-to-point exchange of basp_scatter", label(request_peer_.data()));
+    } catch (...) {
+      if (drop_requests(requests_.data(), static_cast<int>(nreq)) > 0) workspace_pinned_ = true;
+      throw;
     }
-    for (int32_t t = 0; t < n; ++t) {
-      layout::copy_seq_to_head(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
-                               static_cast<std::byte*>(outputs[t]), me);
-    }
-    BASP_MPI_CHECK(MPI_Waitall(static_cast<int>(nreq), requests_.data(), MPI_STATUSES_IGNORE));
   }
 
   void gather(const void* const* inputs, void* const* outputs, void*) override {
-    if (try_direct(inputs, outputs, /*scatter=*/false)) return;
+    const detail::Deadline deadline(context_->timeout_ms);
+    if (try_direct(inputs, outputs, kOpGather, deadline)) return;
     last_path_ = plan_.group_size == 1 ? BASP_PATH_LOCAL : BASP_PATH_P2P;
     const int32_t k = plan_.group_size;
     const int32_t me = plan_.position;
@@ -135,52 +210,83 @@ class MpiExecutor final : public PlanExecutor {
     MPI_Comm comm = comm_.get();
     const size_t nrecv = static_cast<size_t>(n * (k - 1));
     size_t nreq = 0;
-    for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me - i + k) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
-        BASP_MPI_CHECK(MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm,
-                                 &requests_[nreq++]));
+    try {
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me - i + k) % k;
+        for (int32_t t = 0; t < n; ++t) {
+          std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
+          request_peer_[nreq] = j;
+          BASP_MPI_CHECK(MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm,
+                                   &requests_[nreq++]));
+        }
       }
-    }
-    for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me + i) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        const auto* in = static_cast<const std::byte*>(inputs[t]) + plan_.tensors[t].head_row_offset(0, j);
-        BASP_MPI_CHECK(MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me + i) % k;
+        for (int32_t t = 0; t < n; ++t) {
+          const auto* in = static_cast<const std::byte*>(inputs[t]) + plan_.tensors[t].head_row_offset(0, j);
+          request_peer_[nreq] = j;
+          BASP_MPI_CHECK(
+              MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
+        }
       }
+      for (int32_t t = 0; t < n; ++t) {
+        layout::copy_head_to_seq(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
+                                 static_cast<std::byte*>(outputs[t]), me);
+      }
+      // Unpack each chunk as soon as it lands.
+      for (size_t done = 0; done < nrecv; ++done) {
+        const int index = wait_any(requests_.data(), static_cast<int>(nrecv), Requests::kPointToPoint, deadline,
+                                   "the point-to-point exchange of basp_gather", label(request_peer_.data()));
+        if (index == MPI_UNDEFINED) break;
+        const int32_t i = index / n + 1;
+        const int32_t t = index % n;
+        const int32_t j = (me - i + k) % k;
+        layout::unpack_seq_rows(plan_.tensors[t], workspace_.get() + plan_.workspace_offset(t, j),
+                                static_cast<std::byte*>(outputs[t]), j);
+      }
+      wait_all(requests_.data() + nrecv, static_cast<int>(nreq - nrecv), Requests::kPointToPoint, deadline,
+               "the point-to-point exchange of basp_gather", label(request_peer_.data() + nrecv));
+    } catch (...) {
+      if (drop_requests(requests_.data(), static_cast<int>(nreq)) > 0) workspace_pinned_ = true;
+      throw;
     }
-    for (int32_t t = 0; t < n; ++t) {
-      layout::copy_head_to_seq(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]),
-                               static_cast<std::byte*>(outputs[t]), me);
-    }
-    // Unpack each chunk as soon as it lands.
-    for (size_t done = 0; done < nrecv; ++done) {
-      int index = MPI_UNDEFINED;
-      BASP_MPI_CHECK(MPI_Waitany(static_cast<int>(nrecv), requests_.data(), &index, MPI_STATUS_IGNORE));
-      if (index == MPI_UNDEFINED) break;
-      const int32_t i = index / n + 1;
-      const int32_t t = index % n;
-      const int32_t j = (me - i + k) % k;
-      layout::unpack_seq_rows(plan_.tensors[t], workspace_.get() + plan_.workspace_offset(t, j),
-                              static_cast<std::byte*>(outputs[t]), j);
-    }
-    BASP_MPI_CHECK(MPI_Waitall(static_cast<int>(nreq - nrecv), requests_.data() + nrecv, MPI_STATUSES_IGNORE));
   }
 
  private:
+  WaitLabel label(const int32_t* peer_of) const {
+    WaitLabel l;
+    l.where = &context_->where;
+    l.members = &context_->members;
+    l.peer_of = peer_of;
+    return l;
+  }
+
+  CollectiveScope scope() {
+    CollectiveScope s;
+    s.comm = comm_.get();
+    s.labels = context_->members;
+    s.where = context_->where;
+    s.abandoned = &comm_.abandoned;
+    return s;
+  }
+
   // Collective: true when every rank of the group can reach every other one's memory.
   bool choose_direct() {
     const char* env = std::getenv("BASP_MPI_TRANSPORT");
     const std::string mode = env ? env : "auto";
-    BASP_CHECK_ARG(mode == "auto" || mode == "p2p" || mode == "direct", "BASP_MPI_TRANSPORT (", mode,
-                   ") must be auto, p2p or direct");
-    MPI_Comm comm = comm_.get();
+    const detail::Deadline deadline(context_->timeout_ms);
+    // A bad value on one rank still takes part below (as "p2p"), so its peers do not wait for it.
+    const bool known = mode == "auto" || mode == "p2p" || mode == "direct";
+    const CollectiveScope group = scope();
     // Every rank must take the same path, whatever its environment says: agree on the strictest request.
-    int want = mode == "p2p" ? 0 : mode == "auto" ? 1 : 2;
-    int min_want = 0, max_want = 0;
-    BASP_MPI_CHECK(MPI_Allreduce(&want, &min_want, 1, MPI_INT, MPI_MIN, comm));
-    BASP_MPI_CHECK(MPI_Allreduce(&want, &max_want, 1, MPI_INT, MPI_MAX, comm));
+    const int64_t want = mode == "auto" ? 1 : mode == "direct" ? 2 : 0;
+    int64_t wants[3] = {want, -want, known ? 0 : -1};
+    allreduce_min(group, wants, 3, "the choice of the MPI path at basp_plan_create", deadline);
+    BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p or direct");
+    BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p or direct on another rank of ",
+                   context_->where);
+    const int64_t min_want = wants[0];
+    const int64_t max_want = -wants[1];
     if (min_want == 0) return false;
     // The kernel pays per local range: below about 1 KiB rows, pack + send moves bytes faster than one range
     // per row (measured on the 2-core CI machine: 256-byte rows 4.3x a bare all-to-all direct vs 2.5x packed;
@@ -188,9 +294,9 @@ class MpiExecutor final : public PlanExecutor {
     int64_t min_row = INT64_MAX;
     for (const auto& g : plan_.tensors) min_row = std::min(min_row, g.row_bytes());
     if (max_want == 1 && min_row < kDirectMinRowBytes) return false;
-    // Same node?
+    // Same node? (Blocking, but every rank is inside this call since the consistency check.)
     MPI_Comm shared = MPI_COMM_NULL;
-    BASP_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared));
+    BASP_MPI_CHECK(MPI_Comm_split_type(comm_.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared));
     OwnedComm shared_owned(shared);
     int shared_size = 0;
     BASP_MPI_CHECK(MPI_Comm_size(shared, &shared_size));
@@ -204,33 +310,72 @@ class MpiExecutor final : public PlanExecutor {
       uint64_t address;
     } mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
     std::vector<Endpoint> all(static_cast<size_t>(k));
-    BASP_MPI_CHECK(MPI_Allgather(&mine, sizeof(Endpoint), MPI_BYTE, all.data(), sizeof(Endpoint), MPI_BYTE, comm));
-    int ok = shared_size == k ? 1 : 0;
+    allgather_bytes(group, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at basp_plan_create",
+                    deadline);
+    int64_t ok = shared_size == k ? 1 : 0;
     for (int j = 0; j < k && ok; ++j) {
       if (j != me) ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
     }
-    int all_ok = 0;
-    BASP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-    BASP_CHECK(all_ok || max_want < 2, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=direct was requested but ",
+    allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
+    BASP_CHECK(ok || max_want < 2, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=direct was requested but ",
                shared_size != k ? "the group spans several nodes" : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
     for (const Endpoint& e : all) pids_.push_back(static_cast<pid_t>(e.pid));
-    return all_ok == 1;
+    return ok == 1;
+  }
+
+  // Posts one zero-or-small message to and from every peer on `tag` and waits for all of them. `send(j)` and
+  // `recv(j)` give the buffers; `bytes` their size.
+  template <typename SendBuf, typename RecvBuf>
+  void round(int tag, int bytes, SendBuf send, RecvBuf recv, const detail::Deadline& deadline, const char* step) {
+    const int32_t k = plan_.group_size;
+    const int32_t me = plan_.position;
+    MPI_Comm comm = comm_.get();
+    int nreq = 0;
+    try {
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me - i + k) % k;
+        control_peer_[nreq] = j;
+        BASP_MPI_CHECK(MPI_Irecv(recv(j), bytes, MPI_BYTE, j, tag, comm, &control_[nreq++]));
+      }
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me + i) % k;
+        control_peer_[nreq] = j;
+        BASP_MPI_CHECK(MPI_Isend(send(j), bytes, MPI_BYTE, j, tag, comm, &control_[nreq++]));
+      }
+      wait_all(control_.data(), nreq, Requests::kPointToPoint, deadline, step, label(control_peer_.data()));
+    } catch (...) {
+      if (drop_requests(control_.data(), nreq) > 0) control_pinned_ = true;
+      throw;
+    }
   }
 
   // The direct paths for both directions; the remote side is always the peer's head-sharded tensor.
   // scatter: I move the rows of peer j's head slice from my input into j's output;
   // gather:  I move the rows of my tokens from j's input into my output.
   // Returns false (having moved nothing) when neither direct path applies and point-to-point must run.
-  bool try_direct(const void* const* inputs, void* const* outputs, bool scatter) {
+  bool try_direct(const void* const* inputs, void* const* outputs, int32_t op, const detail::Deadline& deadline) {
     const int32_t k = plan_.group_size;
     if (k == 1 || !(direct_ || shared_->has_shared_regions())) return false;
+    const bool scatter = op == kOpScatter;
     const int32_t me = plan_.position;
     const int32_t n = plan_.num_tensors();
-    MPI_Comm comm = comm_.get();
+    // Round 1: every peer is in this call, and in the same operation.
+    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
+          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
+          scatter ? "the arrival of the group's ranks at basp_scatter (direct path)"
+                  : "the arrival of the group's ranks at basp_gather (direct path)");
+    arrived_[static_cast<size_t>(me)] = op;
+    for (int32_t j = 0; j < k; ++j) {
+      if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
+    }
+    // Round 2: the head-sharded tensors' addresses. Every rank then holds the same table.
     for (int32_t t = 0; t < n; ++t) {
       my_ptrs_[t] = reinterpret_cast<uint64_t>(scatter ? static_cast<const void*>(outputs[t]) : inputs[t]);
+      peer_ptrs_[static_cast<size_t>(me * n + t)] = my_ptrs_[t];
     }
-    BASP_MPI_CHECK(MPI_Allgather(my_ptrs_.data(), n, MPI_UINT64_T, peer_ptrs_.data(), n, MPI_UINT64_T, comm));
+    round(kAddressTag, static_cast<int>(n * sizeof(uint64_t)), [&](int32_t) { return my_ptrs_.data(); },
+          [&](int32_t j) { return &peer_ptrs_[static_cast<size_t>(j * n)]; }, deadline,
+          "the exchange of tensor addresses (direct path)");
     // Every rank holds the same table of shared regions, so every rank reaches the same verdict here.
     bool all_shared = true;
     for (int32_t j = 0; j < k && all_shared; ++j) {
@@ -239,7 +384,10 @@ class MpiExecutor final : public PlanExecutor {
                                         static_cast<uint64_t>(plan_.tensors[t].tensor_bytes())) != nullptr;
       }
     }
-    if (!all_shared && !direct_) return false;
+    if (!all_shared && !direct_) {
+      // Nobody copied anything: the point-to-point path runs next on every rank alike.
+      return false;
+    }
     std::exception_ptr error;
     try {
       for (int32_t t = 0; t < n; ++t) {
@@ -261,11 +409,32 @@ class MpiExecutor final : public PlanExecutor {
     } catch (...) {
       error = std::current_exception();
     }
-    // Nobody may return (and reuse its tensors) while a peer may still be using them.
-    BASP_MPI_CHECK(MPI_Barrier(comm));
+    // Round 3: nobody may return (and reuse its tensors) while a peer may still be using them.
+    round(kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; }, [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; },
+          deadline,
+          "the direct path's completion (a peer still pending may yet write into this rank's outputs or read its "
+          "inputs: do not reuse them)");
     if (error) std::rethrow_exception(error);
     last_path_ = all_shared ? BASP_PATH_SHARED : BASP_PATH_DIRECT;
     return true;
+  }
+
+  [[noreturn]] void report_mixed_operations() const {
+    std::string detail;
+    std::vector<std::pair<int32_t, std::vector<int32_t>>> by_op;
+    for (size_t j = 0; j < arrived_.size(); ++j) {
+      auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == arrived_[j]; });
+      if (it == by_op.end()) {
+        by_op.push_back({arrived_[j], {context_->members[j]}});
+      } else {
+        it->second.push_back(context_->members[j]);
+      }
+    }
+    for (const auto& [op, ranks] : by_op) {
+      detail += std::string(detail.empty() ? "" : ", ") + "rank " + runtime::compress_ranks(ranks) + " = " + op_name(op);
+    }
+    detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", context_->where,
+                 " are not in the same operation of this plan: ", detail);
   }
 
   void copy_shared(const void* const* inputs, void* const* outputs, bool scatter, int32_t j) {
@@ -311,51 +480,83 @@ class MpiExecutor final : public PlanExecutor {
 
   plan::ExchangePlan plan_;
   std::shared_ptr<SharedMemory> shared_;
-  OwnedComm comm_;
+  std::shared_ptr<const GroupContext> context_;
+  GuardedComm comm_;
   bool direct_ = false;
+  bool workspace_pinned_ = false;  // a released request may still use the workspace: never free it
+  bool control_pinned_ = false;    // ... the direct path's round buffers
   int32_t last_path_ = BASP_PATH_NONE;
   std::vector<pid_t> pids_;
   std::vector<uint64_t> my_ptrs_;
   std::vector<uint64_t> peer_ptrs_;
+  std::vector<int32_t> arrived_;       // direct path: each position's operation (round 1), then scratch
+  std::vector<MPI_Request> control_;   // direct path: the requests of one round
+  std::vector<int32_t> control_peer_;  // ... and the peer of each
   CmaChannel channel_;
   std::vector<OwnedType> row_types_;   // one row of tensor t, contiguous bytes
   std::vector<OwnedType> head_types_;  // one peer's rows of tensor t in the head-sharded tensor
   std::vector<int> row_counts_;
   std::unique_ptr<std::byte, FreeDeleter> workspace_;
   std::vector<MPI_Request> requests_;
+  std::vector<int32_t> request_peer_;  // the peer of each request, for timeout messages
 };
 
 class MpiGroupTransport final : public GroupTransport {
  public:
-  MpiGroupTransport(OwnedComm world, OwnedComm group) : world_(std::move(world)), group_(std::move(group)) {}
+  MpiGroupTransport(OwnedComm world, OwnedComm group, std::shared_ptr<const GroupContext> context)
+      : world_(std::move(world)), group_(std::move(group)), context_(std::move(context)) {}
   basp_backend_t backend() const override { return BASP_BACKEND_MPI; }
+  void agree(const runtime::CallRecord& mine) override {
+    mpi::agree(scope(), mine, detail::Deadline(context_->timeout_ms));
+  }
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override {
-    return std::make_unique<MpiExecutor>(group_.get(), plan, shared_);
+    return std::make_unique<MpiExecutor>(group_.get(), plan, shared_, context_);
   }
   void* alloc_shared(size_t bytes) override {
-    int position = 0;
-    BASP_MPI_CHECK(MPI_Comm_rank(group_.get(), &position));
-    return shared_->allocate(group_.get(), position, bytes, nullptr);
+    return shared_->allocate(scope(), context_->position, bytes, nullptr, detail::Deadline(context_->timeout_ms));
   }
   void free_shared(void* ptr) override {
-    int position = 0;
-    BASP_MPI_CHECK(MPI_Comm_rank(group_.get(), &position));
-    shared_->release(group_.get(), position, ptr);
+    shared_->release(scope(), context_->position, ptr, detail::Deadline(context_->timeout_ms));
   }
 
  private:
+  CollectiveScope scope() {
+    CollectiveScope s;
+    s.comm = group_.get();
+    s.labels = context_->members;
+    s.where = context_->where;
+    s.abandoned = &group_.abandoned;
+    return s;
+  }
+
   OwnedComm world_;
-  OwnedComm group_;
+  GuardedComm group_;
+  std::shared_ptr<const GroupContext> context_;
   // Shared by the comm's plans; outlives the group communicator's users through their shared_ptr.
   std::shared_ptr<SharedMemory> shared_ = std::make_shared<SharedMemory>();
 };
 
 }  // namespace
 
+void agree_on_parent(basp_mpi_fint_t parent, const runtime::CallRecord& mine, int64_t timeout_ms) {
+  BASP_CHECK(mpi_alive(), BASP_ERROR_MPI, "MPI is not initialised (or already finalised): call MPI_Init first");
+  MPI_Comm parent_comm = MPI_Comm_f2c(parent);
+  BASP_CHECK_ARG(parent_comm != MPI_COMM_NULL, "parent (", parent, ") is MPI_COMM_NULL or not a communicator");
+  int size = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(parent_comm, &size));
+  CollectiveScope scope;
+  scope.comm = parent_comm;
+  for (int32_t r = 0; r < size; ++r) scope.labels.push_back(r);
+  scope.where = "the parent communicator (" + std::to_string(size) + " rank" + (size == 1 ? ")" : "s)");
+  // An abandoned round stays on the caller's communicator, which libbasp never frees (docs/reliability.md).
+  agree(scope, mine, detail::Deadline(timeout_ms));
+}
+
 std::shared_ptr<runtime::Comm> create_comm(basp_mpi_fint_t parent, const runtime::CommOptions& options) {
   BASP_CHECK(mpi_alive(), BASP_ERROR_MPI, "MPI is not initialised (or already finalised): call MPI_Init first");
   MPI_Comm parent_comm = MPI_Comm_f2c(parent);
   BASP_CHECK_ARG(parent_comm != MPI_COMM_NULL, "parent (", parent, ") is MPI_COMM_NULL or not a communicator");
+  // Blocking from here on, but after agree_on_parent() every rank of the parent is inside this call.
   OwnedComm world = dup_with_errors_return(parent_comm);
   int size = 0;
   int rank = 0;
@@ -372,7 +573,12 @@ std::shared_ptr<runtime::Comm> create_comm(basp_mpi_fint_t parent, const runtime
   BASP_MPI_CHECK(MPI_Comm_split(world.get(), color, key, &group));
   OwnedComm group_owned(group);
   BASP_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
-  auto transport = std::make_unique<MpiGroupTransport>(std::move(world), std::move(group_owned));
+  auto context = std::make_shared<GroupContext>();
+  context->position = key;
+  context->members = layout.members[static_cast<size_t>(color)];
+  context->where = runtime::describe_group(layout, color);
+  context->timeout_ms = options.timeout_ms;
+  auto transport = std::make_unique<MpiGroupTransport>(std::move(world), std::move(group_owned), std::move(context));
   return std::make_shared<runtime::Comm>(std::move(layout), rank, options.placement, std::move(transport));
 }
 

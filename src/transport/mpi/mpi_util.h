@@ -39,10 +39,13 @@ class OwnedComm {
   }
   ~OwnedComm() { reset(); }
   MPI_Comm get() const { return comm_; }
+  // MPI_Comm_free never blocks (Open MPI frees locally; pending point-to-point operations finish on their own).
   void reset() {
     if (comm_ != MPI_COMM_NULL && mpi_alive()) MPI_Comm_free(&comm_);
     comm_ = MPI_COMM_NULL;
   }
+  // Forgets the communicator without freeing it: for one that holds an abandoned collective (mpi_collectives.h).
+  void leak() { comm_ = MPI_COMM_NULL; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -35,12 +35,14 @@ void SharedMemory::unmap(Region& r) {
   r.fd = -1;
 }
 
-void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* shared) {
+void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t bytes, bool* shared,
+                             const detail::Deadline& deadline) {
   BASP_CHECK_ARG(bytes > 0, "bytes (", bytes, ") must be positive");
   int k = 0;
-  BASP_MPI_CHECK(MPI_Comm_size(group, &k));
+  BASP_MPI_CHECK(MPI_Comm_size(group.comm, &k));
   MPI_Comm node = MPI_COMM_NULL;
-  BASP_MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  // Blocking, but every rank of the group is inside this call since the consistency check.
+  BASP_MPI_CHECK(MPI_Comm_split_type(group.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   OwnedComm node_owned(node);
   int node_size = 0;
   BASP_MPI_CHECK(MPI_Comm_size(node, &node_size));
@@ -64,7 +66,8 @@ void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* s
     // Still collective: tell the others this rank has nothing, then fail everywhere.
     Published none{0, -1, 0, 0, -1};
     std::vector<Published> all(static_cast<size_t>(k));
-    MPI_Allgather(&none, sizeof(Published), MPI_BYTE, all.data(), sizeof(Published), MPI_BYTE, group);
+    allgather_bytes(group, &none, sizeof(Published), all.data(), "the exchange of shared memory at basp_mem_alloc",
+                    deadline);
     detail::fail(BASP_ERROR_OUT_OF_MEMORY, "mmap of ", bytes, " bytes failed: ", std::strerror(err));
   }
   mine.mapped = static_cast<std::byte*>(p);
@@ -72,7 +75,13 @@ void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* s
 
   Published me{static_cast<int64_t>(getpid()), mine.fd, mine.base, bytes, have_fd ? 1 : 0};
   std::vector<Published> all(static_cast<size_t>(k));
-  BASP_MPI_CHECK(MPI_Allgather(&me, sizeof(Published), MPI_BYTE, all.data(), sizeof(Published), MPI_BYTE, group));
+  try {
+    allgather_bytes(group, &me, sizeof(Published), all.data(), "the exchange of shared memory at basp_mem_alloc",
+                    deadline);
+  } catch (...) {
+    unmap(mine);
+    throw;
+  }
   bool any_failed = false;
   for (const Published& x : all) any_failed |= x.ok < 0;
   if (any_failed) {
@@ -101,8 +110,14 @@ void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* s
     r.mapped = static_cast<std::byte*>(q);
     peers.push_back(r);
   }
-  int all_ok = 0;
-  BASP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, group));
+  int64_t all_ok = ok;
+  try {
+    allreduce_min(group, &all_ok, 1, "the mapping check of basp_mem_alloc", deadline);
+  } catch (...) {
+    for (Region& r : peers) unmap(r);
+    unmap(mine);
+    throw;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_id_++;
   if (!all_ok) {
@@ -121,7 +136,7 @@ void* SharedMemory::allocate(MPI_Comm group, int position, size_t bytes, bool* s
   return p;
 }
 
-void SharedMemory::release(MPI_Comm group, int position, void* ptr) {
+void SharedMemory::release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline) {
   int64_t found_id = -1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -133,9 +148,10 @@ void SharedMemory::release(MPI_Comm group, int position, void* ptr) {
     }
   }
   int k = 0;
-  BASP_MPI_CHECK(MPI_Comm_size(group, &k));
+  BASP_MPI_CHECK(MPI_Comm_size(group.comm, &k));
   std::vector<int64_t> ids(static_cast<size_t>(k));
-  BASP_MPI_CHECK(MPI_Allgather(&found_id, 1, MPI_INT64_T, ids.data(), 1, MPI_INT64_T, group));
+  allgather_bytes(group, &found_id, sizeof(int64_t), ids.data(), "the exchange of allocation numbers at basp_mem_free",
+                  deadline);
   BASP_CHECK_ARG(found_id >= 0, "ptr (", ptr, ") was not returned by basp_mem_alloc on this comm, or was freed");
   for (int j = 0; j < k; ++j) {
     BASP_CHECK_ARG(ids[j] == found_id, "rank at group position ", j, " freed a different allocation (",

@@ -15,6 +15,9 @@
 #include <mutex>
 #include <vector>
 
+#include "common/deadline.h"
+#include "transport/mpi/mpi_collectives.h"
+
 namespace basp::transport::mpi {
 
 class SharedMemory {
@@ -24,13 +27,15 @@ class SharedMemory {
   SharedMemory& operator=(const SharedMemory&) = delete;
   ~SharedMemory();
 
-  // Collective over `group` (this rank at `position`): `bytes` of zeroed host memory for this rank. When the
-  // group spans nodes or the kernel refuses the mapping, the memory is ordinary private memory (still valid,
-  // just not shared) and `shared` says so.
-  void* allocate(MPI_Comm group, int position, size_t bytes, bool* shared);
+  // Collective over `group.comm` (this rank at `position`), after the group's consistency check: `bytes` of
+  // zeroed host memory for this rank. When the group spans nodes or the kernel refuses the mapping, the memory is
+  // ordinary private memory (still valid, just not shared) and `shared` says so. Its collectives are bounded by
+  // `deadline`.
+  void* allocate(const CollectiveScope& group, int position, size_t bytes, bool* shared,
+                 const detail::Deadline& deadline);
   // Collective: every rank passes the pointer it got from the same allocate call. Throws (on every rank) when
   // some rank passes a pointer that allocate did not return.
-  void release(MPI_Comm group, int position, void* ptr);
+  void release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline);
 
   // This process's address of [address, address + bytes) in the memory of the rank at `owner`, or nullptr
   // when that range is not inside one shared region.

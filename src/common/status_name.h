@@ -1,0 +1,29 @@
+// The English name of each basp_status_t, shared by basp_status_string() and the library's own messages
+// ("rank 3 = BASP_ERROR_NULL_POINTER"). A status missing here reads "unknown status": test_capi walks them all.
+#pragma once
+
+#include "basp/basp.h"
+
+namespace basp::detail {
+
+constexpr const char* status_name(int status) {
+  switch (status) {
+    case BASP_SUCCESS: return "BASP_SUCCESS";
+    case BASP_ERROR_INVALID_ARGUMENT: return "BASP_ERROR_INVALID_ARGUMENT";
+    case BASP_ERROR_NULL_POINTER: return "BASP_ERROR_NULL_POINTER";
+    case BASP_ERROR_INVALID_HANDLE: return "BASP_ERROR_INVALID_HANDLE";
+    case BASP_ERROR_BAD_STRUCT: return "BASP_ERROR_BAD_STRUCT";
+    case BASP_ERROR_UNSUPPORTED: return "BASP_ERROR_UNSUPPORTED";
+    case BASP_ERROR_OUT_OF_MEMORY: return "BASP_ERROR_OUT_OF_MEMORY";
+    case BASP_ERROR_MPI: return "BASP_ERROR_MPI";
+    case BASP_ERROR_CUDA: return "BASP_ERROR_CUDA";
+    case BASP_ERROR_NCCL: return "BASP_ERROR_NCCL";
+    case BASP_ERROR_INTERNAL: return "BASP_ERROR_INTERNAL";
+    case BASP_ERROR_MISMATCH: return "BASP_ERROR_MISMATCH";
+    case BASP_ERROR_TIMEOUT: return "BASP_ERROR_TIMEOUT";
+    case BASP_ERROR_COMM_BROKEN: return "BASP_ERROR_COMM_BROKEN";
+    default: return "unknown status";
+  }
+}
+
+}  // namespace basp::detail

@@ -1,0 +1,282 @@
+#include "runtime/consistency.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "common/status_name.h"
+
+namespace basp::runtime {
+namespace {
+
+enum class Shown { kNumber, kLayout, kDtype, kBackend, kPlacement, kHash, kNullPointer };
+
+struct FieldInfo {
+  const char* name;
+  Shown shown;
+};
+
+constexpr FieldInfo kCommFields[] = {
+    {"micro_batch", Shown::kNumber}, {"num_groups", Shown::kNumber}, {"backend", Shown::kBackend},
+    {"placement", Shown::kPlacement}, {"reserved0", Shown::kNumber},
+};
+
+constexpr FieldInfo kPlanFields[] = {
+    {"layout", Shown::kLayout},
+    {"dtype", Shown::kDtype},
+    {"seq_len", Shown::kNumber},
+    {"head_dim", Shown::kNumber},
+    {"num_tensors", Shown::kNumber},
+    {"reserved0", Shown::kNumber},
+    {"num_heads[0]", Shown::kNumber},
+    {"num_heads[1]", Shown::kNumber},
+    {"num_heads[2]", Shown::kNumber},
+    {"num_heads[3]", Shown::kNumber},
+    {"num_heads[4]", Shown::kNumber},
+    {"num_heads[5]", Shown::kNumber},
+    {"num_heads[6]", Shown::kNumber},
+    {"num_heads[7]", Shown::kNumber},
+    {"comm micro_batch", Shown::kNumber},
+    {"comm num_groups", Shown::kNumber},
+    {"comm placement", Shown::kPlacement},
+    {"comm group membership (hash)", Shown::kHash},
+};
+static_assert(BASP_MAX_TENSORS == 8, "kPlanFields lists num_heads[0..7]");
+static_assert(sizeof(kPlanFields) / sizeof(FieldInfo) <= CallRecord::kMaxFields, "too many plan fields");
+
+constexpr FieldInfo kMemFreeFields[] = {{"ptr", Shown::kNullPointer}};
+
+// At most this many distinct values are listed per field; more are counted.
+constexpr size_t kMaxValuesShown = 8;
+
+const FieldInfo* fields_of(int64_t kind, int64_t* count) {
+  switch (static_cast<CallKind>(kind)) {
+    case CallKind::kCommCreate: *count = std::size(kCommFields); return kCommFields;
+    case CallKind::kPlanCreate: *count = std::size(kPlanFields); return kPlanFields;
+    case CallKind::kMemFree: *count = std::size(kMemFreeFields); return kMemFreeFields;
+    default: *count = 0; return nullptr;
+  }
+}
+
+const char* enum_name(Shown shown, int64_t v) {
+  switch (shown) {
+    case Shown::kLayout:
+      if (v == BASP_LAYOUT_BSHD) return "BASP_LAYOUT_BSHD";
+      if (v == BASP_LAYOUT_SBHD) return "BASP_LAYOUT_SBHD";
+      break;
+    case Shown::kDtype: {
+      static constexpr const char* kNames[] = {"BASP_DTYPE_BYTE", "BASP_DTYPE_FP8_E4M3", "BASP_DTYPE_FP8_E5M2",
+                                               "BASP_DTYPE_FP16", "BASP_DTYPE_BF16",     "BASP_DTYPE_FP32",
+                                               "BASP_DTYPE_FP64", "BASP_DTYPE_INT32",    "BASP_DTYPE_INT64"};
+      static_assert(std::size(kNames) == BASP_DTYPE_COUNT, "a dtype without a name");
+      if (v >= 0 && v < BASP_DTYPE_COUNT) return kNames[v];
+      break;
+    }
+    case Shown::kBackend:
+      if (v == BASP_BACKEND_MPI) return "BASP_BACKEND_MPI";
+      if (v == BASP_BACKEND_NCCL) return "BASP_BACKEND_NCCL";
+      break;
+    case Shown::kPlacement:
+      if (v == BASP_PLACEMENT_DEFAULT) return "BASP_PLACEMENT_DEFAULT";
+      if (v == BASP_PLACEMENT_CONTIGUOUS) return "BASP_PLACEMENT_CONTIGUOUS";
+      if (v == BASP_PLACEMENT_TOPOLOGY) return "BASP_PLACEMENT_TOPOLOGY";
+      break;
+    default: break;
+  }
+  return nullptr;
+}
+
+std::string show(Shown shown, int64_t v) {
+  if (shown == Shown::kHash) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+  if (shown == Shown::kNullPointer) return v ? "NULL" : "a pointer";
+  const char* name = enum_name(shown, v);
+  return name ? name : std::to_string(v);
+}
+
+// One clause: "name: rank 0..2 = a, rank 3 = b" over the ranks in `who` (indices into records/labels).
+template <typename ValueOf>
+std::string clause(const char* name, const std::vector<size_t>& who, const std::vector<int32_t>& labels,
+                   ValueOf value_of) {
+  std::vector<std::pair<std::string, std::vector<int32_t>>> groups;  // in order of first appearance
+  for (size_t i : who) {
+    const std::string v = value_of(i);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end()) {
+      groups.push_back({v, {labels[i]}});
+    } else {
+      it->second.push_back(labels[i]);
+    }
+  }
+  if (groups.size() < 2) return {};
+  std::string out = std::string(name) + ":";
+  for (size_t g = 0; g < groups.size() && g < kMaxValuesShown; ++g) {
+    out += (g == 0 ? " rank " : ", rank ") + compress_ranks(groups[g].second) + " = " + groups[g].first;
+  }
+  if (groups.size() > kMaxValuesShown) {
+    out += " and " + std::to_string(groups.size() - kMaxValuesShown) + " more values";
+  }
+  return out;
+}
+
+void append(std::string& out, const std::string& part) {
+  if (part.empty()) return;
+  if (!out.empty()) out += "; ";
+  out += part;
+}
+
+uint64_t hash_layout(const plan::GroupLayout& layout) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](int64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  for (const auto& members : layout.members) {
+    mix(static_cast<int64_t>(members.size()));
+    for (int32_t r : members) mix(r);
+  }
+  return h;
+}
+
+}  // namespace
+
+const char* call_name(CallKind kind) {
+  switch (kind) {
+    case CallKind::kCommCreate: return "basp_comm_create_mpi";
+    case CallKind::kPlanCreate: return "basp_plan_create";
+    case CallKind::kMemAlloc: return "basp_mem_alloc";
+    case CallKind::kMemFree: return "basp_mem_free";
+  }
+  return "an unknown call";
+}
+
+CallRecord describe_comm_create(const basp_comm_config_v1* config, basp_status_t local_status) {
+  CallRecord r;
+  r.kind = static_cast<int64_t>(CallKind::kCommCreate);
+  r.local_status = local_status;
+  r.num_fields = std::size(kCommFields);
+  if (config == nullptr) return r;
+  r.readable = 1;
+  const int64_t values[] = {config->micro_batch, config->num_groups, config->backend, config->placement,
+                            config->reserved0};
+  static_assert(std::size(values) == std::size(kCommFields), "kCommFields and the values disagree");
+  std::copy(std::begin(values), std::end(values), r.fields);
+  return r;
+}
+
+CallRecord describe_plan_create(const basp_plan_desc_v1* desc, basp_status_t local_status,
+                                const plan::GroupLayout& layout, basp_placement_t placement) {
+  CallRecord r;
+  r.kind = static_cast<int64_t>(CallKind::kPlanCreate);
+  r.local_status = local_status;
+  r.num_fields = std::size(kPlanFields);
+  // The comm's fields are known even when the descriptor is not.
+  r.fields[14] = layout.micro_batch;
+  r.fields[15] = layout.num_groups;
+  r.fields[16] = placement;
+  r.fields[17] = static_cast<int64_t>(hash_layout(layout));
+  if (desc == nullptr) return r;
+  r.readable = 1;
+  r.fields[0] = desc->layout;
+  r.fields[1] = desc->dtype;
+  r.fields[2] = desc->seq_len;
+  r.fields[3] = desc->head_dim;
+  r.fields[4] = desc->num_tensors;
+  r.fields[5] = desc->reserved0;
+  for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[6 + t] = desc->num_heads[t];
+  return r;
+}
+
+CallRecord describe_call(CallKind kind, basp_status_t local_status) {
+  CallRecord r;
+  r.kind = static_cast<int64_t>(kind);
+  r.local_status = local_status;
+  r.readable = 1;
+  return r;
+}
+
+CallRecord describe_mem_free(bool null_pointer) {
+  CallRecord r = describe_call(CallKind::kMemFree, BASP_SUCCESS);
+  r.num_fields = std::size(kMemFreeFields);
+  r.fields[0] = null_pointer ? 1 : 0;
+  return r;
+}
+
+uint64_t fingerprint(const CallRecord& record) {
+  // FNV-1a over the record's words: the same record gives the same value on every rank and every platform of
+  // one job (the words are integers, not padding).
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](int64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(record.kind);
+  mix(record.local_status);
+  mix(record.readable);
+  mix(record.num_fields);
+  for (int64_t f : record.fields) mix(f);
+  return h;
+}
+
+std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels) {
+  std::vector<size_t> all(records.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::string out;
+  // Different calls: nothing else is comparable.
+  append(out, clause("call", all, labels, [&](size_t i) {
+           return std::string(call_name(static_cast<CallKind>(records[i].kind)));
+         }));
+  if (!out.empty()) return out;
+  append(out, clause("argument checks", all, labels, [&](size_t i) {
+           return records[i].local_status == BASP_SUCCESS
+                      ? std::string("passed")
+                      : std::string("failed with ") + detail::status_name(static_cast<int>(records[i].local_status));
+         }));
+  int64_t count = 0;
+  const FieldInfo* fields = records.empty() ? nullptr : fields_of(records[0].kind, &count);
+  std::vector<size_t> readable;
+  for (size_t i : all) {
+    if (records[i].readable) readable.push_back(i);
+  }
+  for (int64_t f = 0; f < count; ++f) {
+    // Fields that do not come from the caller's struct (the comm's, in plan records) compare over every rank.
+    const bool from_struct = !(records[0].kind == static_cast<int64_t>(CallKind::kPlanCreate) && f >= 14);
+    append(out, clause(fields[f].name, from_struct ? readable : all, labels,
+                       [&](size_t i) { return show(fields[f].shown, records[i].fields[f]); }));
+  }
+  return out;
+}
+
+std::string compress_ranks(std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    if (j - i >= 2) {
+      out += std::to_string(ranks[i]) + ".." + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      out += std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string describe_group(const plan::GroupLayout& layout, int32_t group_index) {
+  const auto& members = layout.members.at(static_cast<size_t>(group_index));
+  return "group " + std::to_string(group_index) + " (world rank" + (members.size() == 1 ? " " : "s ") +
+         compress_ranks(members) + ")";
+}
+
+}  // namespace basp::runtime
