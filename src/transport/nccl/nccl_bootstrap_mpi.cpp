@@ -4,9 +4,12 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "transport/mpi/mpi_locality.h"
 #include "transport/mpi/mpi_util.h"
+#include "transport/nccl/nccl_locality.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/nccl_util.h"
 
@@ -23,7 +26,8 @@ std::shared_ptr<runtime::Comm> create_comm_mpi(basp_mpi_fint_t parent, const run
   int rank = 0;
   BASP_MPI_CHECK(MPI_Comm_size(world.get(), &size));
   BASP_MPI_CHECK(MPI_Comm_rank(world.get(), &rank));
-  plan::GroupLayout layout = runtime::plan_groups(size, options);
+  // Argument errors first, identical on every rank: G must divide N and B.
+  plan::resolve_num_groups(size, options.micro_batch, options.num_groups);
 
   // Every rank learns whether all ranks have a device before any of them waits in NCCL's bootstrap, so a rank
   // without one makes every rank fail instead of leaving the others hanging.
@@ -41,6 +45,10 @@ std::shared_ptr<runtime::Comm> create_comm_mpi(basp_mpi_fint_t parent, const run
   BASP_CHECK(have_device, BASP_ERROR_CUDA, no_device);
   BASP_CHECK(all_have_device, BASP_ERROR_CUDA, "the NCCL backend needs a CUDA device on every rank: another rank of "
                                                "the parent communicator has none");
+
+  // Placement from every rank's GPU and node, gathered over MPI (the same records the NCCL path gathers).
+  const std::vector<topology::RankLocality> locality = mpi::allgather_locality(world.get(), local_gpu_locality(device));
+  plan::GroupLayout layout = runtime::plan_groups(size, options, locality);
 
   const int32_t position = layout.position_of[rank];
   MPI_Comm group = MPI_COMM_NULL;

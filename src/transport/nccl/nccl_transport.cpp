@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "layout/cuda/pack_kernels.h"
 #include "layout/packed_workspace.h"
+#include "transport/nccl/nccl_locality.h"
 #include "transport/nccl/nccl_util.h"
 
 namespace basp::transport::nccl {
@@ -164,7 +165,10 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
   BASP_NCCL_CHECK(ncclCommCount(parent, &size));
   BASP_NCCL_CHECK(ncclCommUserRank(parent, &rank));
   BASP_NCCL_CHECK(ncclCommCuDevice(parent, &device));
-  plan::GroupLayout layout = runtime::plan_groups(size, options);
+  // Every rank contributes its GPU's place in its node (gathered over the parent) for topology placement.
+  const std::vector<topology::RankLocality> locality =
+      allgather_locality(parent, device, local_gpu_locality(device));
+  plan::GroupLayout layout = runtime::plan_groups(size, options, locality);
   const int32_t color = layout.group_of[rank];
   const int32_t key = layout.position_of[rank];
   DeviceScope scope(device);
