@@ -1,8 +1,11 @@
 #include "topology/topology.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "plan/placement.h"
+#include "topology/nvlink_matrix.h"
+#include "topology/nvml_probe.h"
 #include "topology/pci_address.h"
 
 namespace basp::topology {
@@ -27,6 +30,32 @@ int32_t Topology::find_gpu(const std::string& pci_bus_id) const {
     if (PciAddress::parse(gpus_[i].pci_bus_id, &have) && have == want) return static_cast<int32_t>(i);
   }
   return -1;
+}
+
+void Topology::set_from_nvml(const NvmlReport& report, const std::string& note) {
+  std::vector<PciAddress> addresses;
+  for (const NvmlGpu& g : report.gpus) addresses.push_back(g.pci);
+  std::sort(addresses.begin(), addresses.end());
+  const size_t n = addresses.size();
+  gpus_.clear();
+  for (const PciAddress& a : addresses) {
+    GpuInfo info;
+    info.pci_bus_id = a.str();
+    for (const NvmlGpu& g : report.gpus) {
+      if (!(g.pci == a)) continue;
+      info.model = g.model;
+      if (g.fabric_registered) {
+        info.domain_name = uuid_string(g.cluster_uuid) + "/" + std::to_string(g.clique_id);
+        info.domain_key = fnv1a64(info.domain_name);
+      }
+    }
+    gpus_.push_back(std::move(info));
+  }
+  bandwidth_ = nvlink_bandwidth_matrix(report, addresses);
+  locality_.assign(n * n, plan::kLocalitySystem);
+  link_source_ = report.available ? LinkSource::kNvml : LinkSource::kNone;
+  link_status_ = report.available ? "NVLink information from NVML" + note
+                                  : "no NVLink information (" + report.status + ")";
 }
 
 const Topology& local_topology() {

@@ -42,6 +42,7 @@ struct GpuInfo {
 };
 
 struct HwlocHandle;  // the hwloc topology (topology_hwloc.cpp)
+struct NvmlReport;
 
 class Topology {
  public:
@@ -70,6 +71,9 @@ class Topology {
 
  private:
   friend struct TopologyReader;
+  // GPUs and NVLinks from NVML alone (no PCI/NUMA locality): builds without hwloc, and machines where hwloc sees
+  // none of NVML's GPUs (containers hiding the PCI tree).
+  void set_from_nvml(const NvmlReport& report, const std::string& note);
   NodeIdentity node_;
   std::vector<GpuInfo> gpus_;
   std::vector<uint32_t> bandwidth_;  // [a * n + b]

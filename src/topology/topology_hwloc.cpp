@@ -340,9 +340,14 @@ Topology Topology::discover() {
   hwloc_topology_set_io_types_filter(h->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   BASP_CHECK(hwloc_topology_load(h->topo) == 0, BASP_ERROR_INTERNAL, "hwloc_topology_load failed on this machine: ",
              std::strerror(errno));
-  annotate(h->topo, t.node_, probe_nvml());
+  const NvmlReport report = probe_nvml();
+  annotate(h->topo, t.node_, report);
   TopologyReader::read(t, h->topo, "");
   t.hwloc_ = std::move(h);
+  if (t.gpus_.empty() && report.available && !report.gpus.empty()) {
+    // hwloc sees none of NVML's GPUs (a container hiding the PCI tree): keep NVML's view, without locality.
+    t.set_from_nvml(report, " (hwloc sees none of these GPUs: no PCI/NUMA locality, and an export omits them)");
+  }
   return t;
 }
 
