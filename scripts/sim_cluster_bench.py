@@ -2,6 +2,7 @@
 """Ulysses vs BASP on the emulated cluster of scripts/sim-cluster (docs/benchmarks.md, docs/sim-cluster.md).
 
     sim_cluster_bench.py run  [--build DIR] [--out FILE] [--size 8M] [--iters 5] [--repeats 3] [--quick]
+                              [--commit SHA]
     sim_cluster_bench.py plot FILE [--img DIR]
 
 run   runs, as root, every configuration below under sim-cluster (each --repeats times) and writes one JSON file
@@ -88,9 +89,14 @@ def run(args):
         sys.exit("sim_cluster_bench.py run: needs root (sim-cluster creates network namespaces)")
     def git(*a):
         return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
-    # The library's sources as measured: the commit, and whether src/, include/ or bench/ differed from it.
-    source = dict(commit=git("rev-parse", "HEAD"),
-                  modified=git("status", "--porcelain", "--untracked-files=no", "--", "src", "include", "bench") != "")
+    # The library's sources as measured: the commit, and whether src/, include/ or bench/ differed from it
+    # (--commit: the build is of that commit exactly, e.g. from `git archive`).
+    if args.commit:
+        source = dict(commit=args.commit, modified=False)
+    else:
+        source = dict(commit=git("rev-parse", "HEAD"),
+                      modified=git("status", "--porcelain", "--untracked-files=no", "--", "src", "include",
+                                   "bench") != "")
     out = dict(program="sim_cluster_bench", date=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                machine=machine(), source=source, size=args.size, iters=args.iters, repeats=args.repeats, runs=[])
     configs = configurations(args.quick)
@@ -294,6 +300,7 @@ def main():
     r.add_argument("--iters", type=int, default=5)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--quick", action="store_true", help="2 x 4 at 4 Gbit/s only (a smoke run)")
+    r.add_argument("--commit", help="the commit the build directory was built from, when not this checkout's HEAD")
     p = sub.add_parser("plot")
     p.add_argument("file")
     p.add_argument("--img", default=os.path.join(ROOT, "docs", "img"))
