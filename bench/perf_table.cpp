@@ -64,8 +64,9 @@ std::string table_header(const std::vector<std::string>& mode_names) {
     names += fmt(" %*s", kRatio, "ratio");
     units += fmt(" %*s", kRatio, "(U/B)");
   }
-  // Trailing blanks of the title line carry no information.
+  // Trailing blanks carry no information.
   titles.erase(titles.find_last_not_of(' ') + 1);
+  units.erase(units.find_last_not_of(' ') + 1);
   return titles + "\n" + names + "\n" + units + "\n";
 }
 
