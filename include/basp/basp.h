@@ -308,14 +308,16 @@ BASP_API basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_co
 
 /* Not collective. Whether the comm's backend failed asynchronously (ncclCommGetAsyncError on its group
  * communicator): *error is BASP_SUCCESS when nothing failed, else the failure's status (BASP_ERROR_NCCL), and
- * `message` (when not NULL and capacity > 0) receives its description, truncated and NUL-terminated. MPI comms
- * never fail asynchronously. */
+ * `message` (when not NULL and capacity > 0) receives its description, truncated and NUL-terminated. A comm found
+ * failed is broken from then on: later calls on it and its plans return BASP_ERROR_COMM_BROKEN. MPI comms never
+ * fail asynchronously. */
 BASP_API basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t* error, char* message,
                                                  size_t capacity);
 
 /* Not collective. Aborts the comm's NCCL operations, including those enqueued and not yet finished, and frees
- * its NCCL communicators (ncclCommAbort): meant for a rank that found an exchange hung or failed. Every later
- * basp_scatter/basp_gather of the comm's plans fails with BASP_ERROR_NCCL; the comm and its plans must still be
+ * its NCCL communicators (ncclCommAbort): meant for a rank that found an exchange hung or failed. The comm is
+ * broken from then on: every later call on it or its plans (basp_scatter, basp_gather, basp_plan_create) returns
+ * BASP_ERROR_COMM_BROKEN naming the abort, a second abort does nothing; the comm and its plans must still be
  * destroyed. Do not call it while another thread is inside basp_scatter/basp_gather of the comm's plans. MPI
  * comms return BASP_ERROR_UNSUPPORTED. */
 BASP_API basp_status_t basp_comm_abort(basp_comm_t comm);

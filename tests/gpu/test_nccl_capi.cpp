@@ -2,7 +2,7 @@
 // a device-local copy, no NCCL call). Checks: argument errors of basp_comm_create_nccl, scatter/gather of a GQA
 // Q/K/V exchange (BSHD, bf16) and of an SBHD fp32 exchange, bit-exact with poisoned outputs; a host pointer
 // rejected and nothing written; the execute captured in a CUDA graph and replayed on new data; the async-error
-// query; abort, after which executes fail with BASP_ERROR_NCCL.
+// query; abort, after which the comm is broken (BASP_ERROR_COMM_BROKEN naming the abort).
 #include <nccl.h>
 
 #include <cstdio>
@@ -222,7 +222,7 @@ int main() {
   tally.check(basp_comm_get_async_error(comm, nullptr, message, sizeof(message)) == BASP_ERROR_NULL_POINTER,
               "async error query: NULL error");
 
-  // Abort: later executes fail with BASP_ERROR_NCCL, the query reports it, destroy still works.
+  // Abort: the comm is broken (executes and plan creation fail at once), the query reports it, destroy works.
   basp_plan_t plan = nullptr;
   tally.check(basp_plan_create(comm, &out, &plan) == BASP_SUCCESS, "plan before abort");
   tally.check(basp_comm_abort(comm) == BASP_SUCCESS, "abort");
@@ -230,10 +230,13 @@ int main() {
     DeviceBytes a(77 * 5 * 3 * 4), b(77 * 5 * 3 * 4);
     const void* in[1] = {a.data()};
     void* o[1] = {b.data()};
-    tally.check(basp_scatter(plan, in, o, stream) == BASP_ERROR_NCCL && contains(last(), "aborted"),
-                "scatter after abort fails with BASP_ERROR_NCCL");
+    tally.check(basp_scatter(plan, in, o, stream) == BASP_ERROR_COMM_BROKEN && contains(last(), "aborted"),
+                "scatter after abort: BASP_ERROR_COMM_BROKEN naming the abort");
     std::printf("  after abort: %s\n", basp_last_error());
   }
+  basp_plan_t late = nullptr;
+  tally.check(basp_plan_create(comm, &out, &late) == BASP_ERROR_COMM_BROKEN && late == nullptr,
+              "plan creation after abort: BASP_ERROR_COMM_BROKEN");
   tally.check(basp_comm_get_async_error(comm, &async, message, sizeof(message)) == BASP_SUCCESS &&
                   async == BASP_ERROR_NCCL && contains(message, "aborted"),
               "async error after abort");

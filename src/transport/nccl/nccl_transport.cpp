@@ -143,6 +143,17 @@ std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::Exch
   return nccl::make_executor(group_, plan);
 }
 
+basp_status_t NcclGroupTransport::async_error(std::string& message) {
+  const basp_status_t status = group_->async_error(message);
+  if (status != BASP_SUCCESS) health().mark_broken(status, message);
+  return status;
+}
+
+void NcclGroupTransport::abort() {
+  group_->abort();
+  health().mark_broken(BASP_ERROR_NCCL, "the comm was aborted (basp_comm_abort)");
+}
+
 std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
                                          ncclComm_t group, int device) {
   auto owner = std::make_shared<GroupComm>(group, device);

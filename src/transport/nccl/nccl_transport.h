@@ -58,8 +58,11 @@ class NcclGroupTransport final : public GroupTransport {
   explicit NcclGroupTransport(std::shared_ptr<GroupComm> group) : group_(std::move(group)) {}
   basp_backend_t backend() const override { return BASP_BACKEND_NCCL; }
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override;
-  basp_status_t async_error(std::string& message) override { return group_->async_error(message); }
-  void abort() override { group_->abort(); }
+  // An asynchronous NCCL error leaves the communicator unusable (NCCL requires an abort): the comm is marked
+  // broken, like an MPI failure, so later calls fail at once with BASP_ERROR_COMM_BROKEN naming it.
+  basp_status_t async_error(std::string& message) override;
+  // ncclCommAbort, then the comm is broken: later calls on it and its plans return BASP_ERROR_COMM_BROKEN.
+  void abort() override;
   const std::shared_ptr<GroupComm>& group() const { return group_; }
 
  private:
