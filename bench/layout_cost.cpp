@@ -43,6 +43,7 @@ struct CostOptions {
   basp_layout_t layout = BASP_LAYOUT_BSHD;
   int32_t check = 1;
   std::string json_path;
+  bool shared_memory = false;  // head-sharded tensors in basp_mem_alloc memory
   bool help = false;
 };
 
@@ -57,7 +58,9 @@ constexpr const char* kUsage =
     "  -d <type>         element type (as basp_alltoall_perf -d), default bf16\n"
     "  --layout <l>      bshd or sbhd, default bshd\n"
     "  -c <0|1>          check one scatter and gather of each configuration bit-exactly, default 1\n"
-    "  -J <file>         also write the results as JSON\n";
+    "  -J <file>         also write the results as JSON\n"
+    "  --mem <m>         host (default): the head-sharded tensor in ordinary memory; shared: in basp_mem_alloc\n"
+    "                    memory, which the MPI backend moves with plain copies inside a node\n";
 
 CostOptions parse(int argc, char** argv) {
   CostOptions o;
@@ -75,6 +78,11 @@ CostOptions parse(int argc, char** argv) {
     else if (arg == "-B") o.micro_batches = parse_int_list(v, "-B", 1, 1000000);
     else if (arg == "--heads") o.heads = parse_int(v, "--heads", 1, 1000000);
     else if (arg == "--head-dim") o.head_dim = parse_int(v, "--head-dim", 1, 1000000);
+    else if (arg == "--mem") {
+      const std::string m = v;
+      if (m != "host" && m != "shared") throw ArgError("--mem ('" + m + "'): must be host or shared");
+      o.shared_memory = m == "shared";
+    }
     else if (arg == "-d") o.dtype = parse_dtype(v);
     else if (arg == "--layout") o.layout = parse_layout(v);
     else if (arg == "-c") o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
@@ -96,6 +104,17 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+const char* path_name(int32_t path) {
+  switch (path) {
+    case BASP_PATH_LOCAL: return "local";
+    case BASP_PATH_P2P: return "p2p";
+    case BASP_PATH_DIRECT: return "direct";
+    case BASP_PATH_SHARED: return "shared";
+    case BASP_PATH_NCCL: return "nccl";
+    default: return "-";
+  }
+}
+
 struct Result {
   int64_t micro_batch = 0;
   std::string mode;
@@ -107,6 +126,7 @@ struct Result {
   double gather_ms = 0;
   double alltoall_ms = 0;
   int64_t wrong = -1;
+  int32_t path = BASP_PATH_NONE;  // basp_path_t the exchange took
 };
 
 class LayoutCost {
@@ -131,7 +151,8 @@ class LayoutCost {
           "bytes over the same K ranks\n# nranks " + std::to_string(size_) + ", one tensor of heads " +
           std::to_string(o_.heads) + " head-dim " + std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " +
           layout_name(o_.layout) + ", runs " + std::to_string(o_.runs) + " (median of the slowest rank's time), "
-          "warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + "\n# " + utc_date() +
+          "warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + ", memory " +
+          (o_.shared_memory ? "shared (basp_mem_alloc)" : "host") + "\n# " + utc_date() +
           "\n# every run times every configuration and operation, in an order that rotates from run to run\n#\n");
     for (const RowShape& r : rows_) {
       for (int32_t groups : {1, -1}) {
@@ -152,15 +173,15 @@ class LayoutCost {
       MPI_Abort(world_, 3);
     }
     print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
-          "gather/a2a  #wrong\n");
+          "gather/a2a  #wrong  path\n");
     for (const auto& c : configs_) {
       const Result& res = c->res;
       char line[256];
-      std::snprintf(line, sizeof line, "%6lld %8s %4d %4d %10lld %11lld %12.2f %11.2f %13.2f %12.2f %11.2f %7s\n",
+      std::snprintf(line, sizeof line, "%6lld %8s %4d %4d %10lld %11lld %12.2f %11.2f %13.2f %12.2f %11.2f %7s  %s\n",
                     static_cast<long long>(res.micro_batch), res.mode.c_str(), res.groups, res.k,
                     static_cast<long long>(res.seq_len), static_cast<long long>(res.bytes), res.scatter_ms,
                     res.gather_ms, res.alltoall_ms, res.scatter_ms / res.alltoall_ms, res.gather_ms / res.alltoall_ms,
-                    res.wrong < 0 ? "N/A" : std::to_string(res.wrong).c_str());
+                    res.wrong < 0 ? "N/A" : std::to_string(res.wrong).c_str(), path_name(res.path));
       print(line);
     }
     print_comparison();
@@ -184,10 +205,19 @@ class LayoutCost {
     basp::Plan plan;
     basp::RankInfo info;
     GroupComm group;
+    void* shared_head = nullptr;  // --mem shared: the head-sharded tensor, from basp_mem_alloc on `comm`
     int per_peer = 0;
     Result res;
     std::vector<double> times[3];  // scatter, gather, alltoall: seconds per run
+    Config() = default;
+    Config(const Config&) = delete;
+    Config& operator=(const Config&) = delete;
+    ~Config() {
+      if (shared_head) basp_mem_free(comm.get(), shared_head);  // collective: every rank frees in one order
+    }
   };
+
+  void* head_buffer(const Config& c) const { return c.shared_head ? c.shared_head : head_out_.get(); }
 
   void print(const std::string& s) const {
     if (rank_ == 0) {
@@ -222,6 +252,7 @@ class LayoutCost {
       c.info = c.comm.query(r.seq_len);
       if (requested_groups == -1 && c.info.num_groups == 1) return;
       c.plan = basp::Plan(c.comm, basp::PlanDesc::make(o_.layout, o_.dtype, r.seq_len, o_.head_dim, {o_.heads}));
+      if (o_.shared_memory) basp::check(basp_mem_alloc(c.comm.get(), static_cast<size_t>(r.bytes), &c.shared_head));
     });
     if (!ok) return false;
     c.res.micro_batch = r.micro_batch;
@@ -238,8 +269,8 @@ class LayoutCost {
 
   void run_op(Config& c, int which) {
     const void* in[] = {seq_in_.get()};
-    void* mid[] = {head_out_.get()};
-    const void* mid_c[] = {head_out_.get()};
+    void* mid[] = {head_buffer(c)};
+    const void* mid_c[] = {head_buffer(c)};
     void* back[] = {seq_back_.get()};
     if (which == 0) {
       c.plan.scatter(in, mid);
@@ -255,11 +286,12 @@ class LayoutCost {
     const Shard seq = seq_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
     const Shard head = head_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
     fill_expected(seq, kSeed, 0, seq_in_.get());
-    memory_->fill(head_out_.get(), kCheckPoison, static_cast<size_t>(head.bytes()));
+    memory_->fill(head_buffer(c), kCheckPoison, static_cast<size_t>(head.bytes()));
     memory_->fill(seq_back_.get(), kCheckPoison, static_cast<size_t>(seq.bytes()));
     run_op(c, 0);
     run_op(c, 1);
-    int64_t wrong = count_wrong(head, kSeed, 0, head_out_.get()) + count_wrong(seq, kSeed, 0, seq_back_.get());
+    int64_t wrong = count_wrong(head, kSeed, 0, head_buffer(c)) + count_wrong(seq, kSeed, 0, seq_back_.get());
+    c.res.path = c.plan.info().last_path;
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
     c.res.wrong = wrong;
     return wrong;
@@ -315,6 +347,7 @@ class LayoutCost {
         << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"dtype\": " << json_string(dtype_name(o_.dtype))
         << ",\n  \"layout\": " << json_string(layout_name(o_.layout)) << ",\n  \"runs\": " << o_.runs
         << ",\n  \"warmup\": " << o_.warmup << ",\n  \"mpi_transport\": " << json_string(transport_env())
+        << ",\n  \"memory\": " << json_string(o_.shared_memory ? "shared" : "host")
         << ",\n  \"results\": [";
     for (size_t i = 0; i < configs_.size(); ++i) {
       const Result& r = configs_[i]->res;
@@ -322,7 +355,8 @@ class LayoutCost {
           << ", \"G\": " << r.groups << ", \"K\": " << r.k << ", \"S\": " << r.seq_len << ", \"size\": " << r.bytes
           << ", \"scatter_ms\": " << json_number(r.scatter_ms) << ", \"gather_ms\": " << json_number(r.gather_ms)
           << ", \"alltoall_ms\": " << json_number(r.alltoall_ms) << runs_json(*configs_[i])
-          << ", \"wrong\": " << (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong)) << "}";
+          << ", \"wrong\": " << (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong))
+          << ", \"path\": " << json_string(path_name(r.path)) << "}";
     }
     out << "\n  ],\n  \"out_of_bounds\": " << (o_.check ? std::to_string(total_wrong) : std::string("null"))
         << "\n}\n";
