@@ -196,10 +196,15 @@ void check_placement(int32_t placement, int64_t micro_batch, const std::vector<i
     fail(name, std::to_string(wrong) + " wrong bytes after scatter, " + std::to_string(wrong_back) +
                    " after gather");
   }
-  // A group spanning nodes cannot use the one-node paths (cross-memory attach, shared memory).
+  // A group spanning nodes cannot use the one-node paths (cross-memory attach, shared memory); a node-local one
+  // must take the direct path when BASP_MPI_TRANSPORT=direct forces it (a spanning one would fail to plan).
   if (!expect_local && scatter_path != BASP_PATH_P2P) {
     fail(name, "a group spanning nodes took path " + std::to_string(scatter_path) + ", expected P2P (" +
                    std::to_string(BASP_PATH_P2P) + ")");
+  }
+  const char* forced = std::getenv("BASP_MPI_TRANSPORT");
+  if (expect_local && forced != nullptr && std::strcmp(forced, "direct") == 0 && scatter_path != BASP_PATH_DIRECT) {
+    fail(name, "BASP_MPI_TRANSPORT=direct, node-local group, yet path " + std::to_string(scatter_path));
   }
 
   // What the link must have carried: every ordered pair of group peers on different nodes, both directions.
