@@ -15,6 +15,7 @@
 #include "topology/nvlink_matrix.h"
 #include "topology/nvml_probe.h"
 #include "topology/topology.h"
+#include "topology/xml_sandbox.h"
 
 namespace basp::topology {
 
@@ -359,8 +360,12 @@ Topology Topology::load_xml(const std::string& path) {
   Topology t;
   t.origin_ = path;
   auto h = new_hwloc();
-  BASP_CHECK_ARG(hwloc_topology_set_xml(h->topo, path.c_str()) == 0, "topology file \"", path,
-                 "\" is not a valid hwloc XML topology (hwloc_topology_set_xml failed: ", std::strerror(errno), ")");
+  // hwloc's XML import can crash on a malformed file (found by tests/fuzz): parse it in a child process first
+  // and load what hwloc re-exported from it (topology/xml_sandbox.h).
+  const std::string xml = sandboxed_hwloc_xml(path);
+  BASP_CHECK_ARG(hwloc_topology_set_xmlbuffer(h->topo, xml.data(), static_cast<int>(xml.size() + 1)) == 0,
+                 "topology file \"", path, "\" is not a valid hwloc XML topology (hwloc_topology_set_xmlbuffer failed: ",
+                 std::strerror(errno), ")");
   // Keep every I/O object of the file: NVSwitch PCI devices carry DGX-2 style matrices.
   hwloc_topology_set_io_types_filter(h->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   BASP_CHECK_ARG(hwloc_topology_load(h->topo) == 0, "topology file \"", path,

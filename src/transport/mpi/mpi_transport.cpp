@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -153,7 +154,7 @@ class MpiExecutor final : public PlanExecutor {
     }
   }
 
-  int32_t last_path() const override { return last_path_; }
+  int32_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
 
   int64_t workspace_bytes() const override { return plan_.workspace_bytes; }
 
@@ -485,7 +486,7 @@ class MpiExecutor final : public PlanExecutor {
   bool direct_ = false;
   bool workspace_pinned_ = false;  // a released request may still use the workspace: never free it
   bool control_pinned_ = false;    // ... the direct path's round buffers
-  int32_t last_path_ = BASP_PATH_NONE;
+  std::atomic<int32_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
   std::vector<pid_t> pids_;
   std::vector<uint64_t> my_ptrs_;
   std::vector<uint64_t> peer_ptrs_;
