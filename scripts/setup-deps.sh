@@ -9,11 +9,13 @@ set -euo pipefail
 # benchmark plots (scripts/plot_benchmarks.py).
 PACKAGES=(
   catch2
+  clang
   cmake
   g++
   hwloc
   iproute2
   libbenchmark-dev
+  libclang-rt-14-dev
   libhwloc-dev
   libopenmpi-dev
   ninja-build

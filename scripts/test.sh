@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# The README's second command (and CI's): installs what is missing, builds, and runs every test.
+# The README's second command (and CI's): installs what is missing, builds, and runs every test; then the unit
+# and MPI tests once more under ASan + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 build=${BASP_BUILD_DIR:-build}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd "$build"
-ctest --output-on-failure -j "${BASP_TEST_JOBS:-2}" "$@"
+(cd "$build" && ctest --output-on-failure -j "${BASP_TEST_JOBS:-2}" "$@")
+
+# Once more under AddressSanitizer + UndefinedBehaviorSanitizer: the unit and MPI tests, in a second build
+# without CUDA (nvcc has no sanitizers), benchmarks or demo (docs/reliability.md). BASP_SKIP_ASAN=1 skips it.
+if [ "${BASP_SKIP_ASAN:-0}" != 1 ]; then
+  asan=${BASP_ASAN_BUILD_DIR:-build-asan}
+  generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  if [ ! -f "$asan/CMakeCache.txt" ]; then
+    cmake -S . -B "$asan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBASP_SANITIZE=address \
+      -DBASP_ENABLE_CUDA=OFF -DBASP_BUILD_BENCH=OFF -DBASP_BUILD_EXAMPLES=OFF
+  fi
+  cmake --build "$asan" -j "${BASP_JOBS:-$(nproc)}"
+  # Leaks are reported, except Open MPI's own (and the buffers libbasp leaks on purpose after a timeout).
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  (cd "$asan" && ctest --output-on-failure -j "${BASP_TEST_JOBS:-2}" -L "unit|mpi" -LE "package|python|sim|fuzz")
+fi

@@ -12,7 +12,12 @@
  *    ..._INITIALIZER macro and set only the fields you need; the library reads min(size, sizeof) bytes so
  *    structs may only grow at the end.
  *  - Collective functions (marked "collective") must be called by every rank of the communicator, in the
- *    same order, with the same arguments where stated.
+ *    same order, with the same arguments where stated. On the MPI backend a call that the ranks make with
+ *    different arguments fails on every rank with BASP_ERROR_MISMATCH (naming the field, its values and the
+ *    ranks); one that a rank does not make fails on the others with BASP_ERROR_TIMEOUT after the comm's timeout,
+ *    and the comm is broken from then on (BASP_ERROR_COMM_BROKEN). docs/reliability.md.
+ *  - Thread safety is stated per function ("Threads:"); MPI calls from several threads at once need
+ *    MPI_THREAD_MULTIPLE.
  */
 #ifndef BASP_BASP_H
 #define BASP_BASP_H
@@ -51,11 +56,12 @@ typedef enum basp_status {
   BASP_STATUS_COUNT
 } basp_status_t;
 
-/* A static English name for a status ("BASP_ERROR_INVALID_ARGUMENT"); "unknown status" for other values. */
+/* A static English name for a status ("BASP_ERROR_INVALID_ARGUMENT"); "unknown status" for other values.
+ * Threads: any thread, any time (also basp_get_version, basp_dtype_size). */
 BASP_API const char* basp_status_string(basp_status_t status);
 
 /* The detail message of the last failed call made by this thread ("" when none). Valid until the next libbasp
- * call on this thread. */
+ * call on this thread. Threads: per thread. */
 BASP_API const char* basp_last_error(void);
 
 /* The library's version, as built (compare with BASP_VERSION_MAJOR/MINOR/PATCH of the header you compiled
@@ -157,12 +163,15 @@ typedef basp_comm_config_v1 basp_comm_config_t;
     BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1 }
 
 /* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
- * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. */
+ * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. After a
+ * BASP_ERROR_TIMEOUT here `parent` holds an unfinished collective: do not use it for collectives again.
+ * Threads: concurrent calls only on different parent communicators. */
 BASP_API basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_config_t* config,
                                             basp_comm_t* comm);
 
 /* Not collective. Plans created from the comm stay usable after this; their resources go with the last plan.
- * NULL is accepted and does nothing. */
+ * NULL is accepted and does nothing. Works on a broken comm. Threads: any thread; calls already inside the
+ * handle finish safely, later ones get BASP_ERROR_INVALID_HANDLE. */
 BASP_API basp_status_t basp_comm_destroy(basp_comm_t comm);
 
 #define BASP_RANK_INFO_MAGIC 0x4252494eu /* "BRIN" */
@@ -192,7 +201,7 @@ typedef basp_rank_info_v1 basp_rank_info_t;
   { sizeof(basp_rank_info_v1), BASP_RANK_INFO_MAGIC, BASP_RANK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) must be a positive multiple of K, or 0
- * to leave the token range at 0. */
+ * to leave the token range at 0. Threads: any thread, any time (also basp_comm_group_ranks). */
 BASP_API basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t seq_len, basp_rank_info_t* info);
 
 /* The world ranks of group `group_index`, ordered by position. `capacity` is the length of `ranks`; it must be
@@ -229,10 +238,11 @@ typedef basp_plan_desc_v1 basp_plan_desc_t;
     BASP_DTYPE_COUNT, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 } }
 
 /* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
- * datatypes) once; executing it allocates nothing. */
+ * datatypes) once; executing it allocates nothing. Threads: one collective call (plan creation,
+ * basp_mem_alloc/free) per comm at a time. */
 BASP_API basp_status_t basp_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, basp_plan_t* plan);
 
-/* NULL is accepted and does nothing. */
+/* NULL is accepted and does nothing. Works on a plan of a broken comm. Threads: as basp_comm_destroy. */
 BASP_API basp_status_t basp_plan_destroy(basp_plan_t plan);
 
 #define BASP_PLAN_INFO_MAGIC 0x42504946u /* "BPIF" */
@@ -262,16 +272,19 @@ typedef basp_plan_info_v1 basp_plan_info_t;
   { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
     { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0 }
 
+/* Threads: any thread, any time, also while the plan executes. */
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
 
 /* Head scatter (before attention), collective over the group: inputs[t] is sequence-sharded
  * [b_loc, S/K, H_t, D] (or SBHD), outputs[t] is head-sharded [b_loc, S, H_t/K, D] holding heads
  * [l*H_t/K, (l+1)*H_t/K). `stream` is a cudaStream_t on the NCCL backend and must be NULL on MPI.
- * Inputs and outputs must not overlap. */
+ * Inputs and outputs must not overlap. On BASP_ERROR_TIMEOUT the outputs are undefined and the inputs untouched;
+ * see docs/reliability.md for what MPI may still do with them. Threads: concurrently on different plans (also of
+ * one comm), never twice at once on the same plan. */
 BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs,
                                     void* stream);
 
-/* Head gather (after attention): the exact inverse of basp_scatter. */
+/* Head gather (after attention): the exact inverse of basp_scatter. Threads: as basp_scatter. */
 BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs,
                                    void* stream);
 
@@ -287,7 +300,8 @@ BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, 
 BASP_API basp_status_t basp_mem_alloc(basp_comm_t comm, size_t bytes, void** ptr);
 
 /* Collective over the group: every rank passes the pointer the same basp_mem_alloc gave it. Must not run while
- * another thread executes a plan of the comm. NULL is accepted (on every rank) and does nothing. */
+ * another thread executes a plan of the comm. NULL is accepted (on every rank) and does nothing. Memory not
+ * freed goes with the comm and the last of its plans. Threads: as basp_plan_create. */
 BASP_API basp_status_t basp_mem_free(basp_comm_t comm, void* ptr);
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -310,7 +324,8 @@ BASP_API basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_co
  * communicator): *error is BASP_SUCCESS when nothing failed, else the failure's status (BASP_ERROR_NCCL), and
  * `message` (when not NULL and capacity > 0) receives its description, truncated and NUL-terminated. A comm found
  * failed is broken from then on: later calls on it and its plans return BASP_ERROR_COMM_BROKEN. MPI comms never
- * fail asynchronously. */
+ * fail asynchronously, but a broken comm of either backend (BASP_ERROR_TIMEOUT, ...) reports what broke it here:
+ * this query still succeeds on a broken comm. Threads: any thread, any time. */
 BASP_API basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t* error, char* message,
                                                  size_t capacity);
 
@@ -319,7 +334,7 @@ BASP_API basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t
  * broken from then on: every later call on it or its plans (basp_scatter, basp_gather, basp_plan_create) returns
  * BASP_ERROR_COMM_BROKEN naming the abort, a second abort does nothing; the comm and its plans must still be
  * destroyed. Do not call it while another thread is inside basp_scatter/basp_gather of the comm's plans. MPI
- * comms return BASP_ERROR_UNSUPPORTED. */
+ * comms return BASP_ERROR_UNSUPPORTED (their calls time out by themselves). Threads: any thread, see above. */
 BASP_API basp_status_t basp_comm_abort(basp_comm_t comm);
 
 #ifdef __cplusplus

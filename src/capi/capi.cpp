@@ -349,7 +349,8 @@ basp_status_t basp_comm_get_async_error(basp_comm_t comm, basp_status_t* error, 
 }
 
 basp_status_t basp_comm_abort(basp_comm_t comm) {
-  return guarded(__func__, [&] { usable_comm(comm)->transport().abort(); });
+  // Not usable_comm(): a second abort of an aborted (broken) comm does nothing, as documented.
+  return guarded(__func__, [&] { basp::capi::comm_ref(comm, "comm")->transport().abort(); });
 }
 
 }  // extern "C"
