@@ -289,6 +289,22 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
     throw ArgError("-f (" + std::to_string(o.step_factor) + ") and -i (" + std::to_string(o.step_bytes) +
                    ") both given: a sweep steps by a factor or by bytes, not both");
   }
+  // A sweep the driver can run: "-b 2M -i 1" would be 31 million sizes (found by tests/fuzz/fuzz_perf_args).
+  // Counted without building it.
+  int64_t sizes = 0;
+  for (int64_t s = o.min_bytes; s <= o.max_bytes && sizes <= kMaxSizes; ++sizes) {
+    if (o.step_factor > 1 ? s > o.max_bytes / o.step_factor : s > o.max_bytes - o.step_bytes) {
+      ++sizes;
+      break;
+    }
+    s = o.step_factor > 1 ? s * o.step_factor : s + o.step_bytes;
+  }
+  if (sizes > kMaxSizes) {
+    throw ArgError("-b/-e/-i/-f (" + std::to_string(o.min_bytes) + " to " + std::to_string(o.max_bytes) +
+                   " bytes, step " + (o.step_factor > 1 ? "x" + std::to_string(o.step_factor)
+                                                         : "+" + std::to_string(o.step_bytes)) +
+                   ") describe more than " + std::to_string(kMaxSizes) + " sizes");
+  }
   if (o.graph_launches > 0 && o.backend == BASP_BACKEND_MPI) {
     throw ArgError("-G (" + std::to_string(o.graph_launches) +
                    "): CUDA-graph launches are not applicable to the MPI backend (host memory, no stream); "

@@ -22,6 +22,8 @@ enum class Mode { kUlysses, kBasp, kBoth };
 // Largest byte count any size option accepts: far above any per-rank tensor, far below int64 overflow in the
 // arithmetic the driver does with it.
 constexpr int64_t kMaxBytes = int64_t{1} << 40;  // 1 TiB
+// Most sizes one sweep may have (-b/-e/-i/-f): far more than any useful table, far fewer than a runaway -i.
+constexpr int64_t kMaxSizes = 4096;
 
 struct PerfOptions {
   int64_t min_bytes = 32 << 20;  // -b
