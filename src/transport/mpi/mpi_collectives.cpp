@@ -5,14 +5,15 @@
 #include <memory>
 
 #include "common/error.h"
+#include "transport/mpi/keep_forever.h"
 #include "transport/mpi/mpi_util.h"
 #include "transport/mpi/mpi_wait.h"
 
 namespace basp::transport::mpi {
 namespace {
 
-// Buffers of one non-blocking collective. On timeout they are leaked: the abandoned operation may still write
-// them whenever a late rank joins.
+// Buffers of one non-blocking collective. On timeout they are kept forever: the abandoned operation may still
+// write them whenever a late rank joins.
 struct Buffers {
   std::vector<std::byte> in;
   std::vector<std::byte> out;
@@ -26,7 +27,7 @@ void complete(const CollectiveScope& scope, MPI_Request* request, std::unique_pt
     wait_all(request, 1, Requests::kCollective, deadline, step, label);
   } catch (const detail::Error& e) {
     if (e.status() == BASP_ERROR_TIMEOUT) {
-      buffers.release();  // leaked on purpose, see above
+      keep_forever(std::shared_ptr<Buffers>(std::move(buffers)));  // see above
       if (scope.abandoned) *scope.abandoned = true;
     }
     throw;

@@ -14,7 +14,7 @@
 // unless a rank dies or stops in the middle; they are bounded by the same deadline anyway where MPI has a
 // non-blocking form (allgather_bytes, allreduce_min below).
 //
-// A collective that times out is abandoned (MPI can neither cancel nor free it): its buffers are leaked on
+// A collective that times out is abandoned (MPI can neither cancel nor free it): its buffers are kept forever on
 // purpose and `*abandoned` is set: the communicator must never be freed afterwards.
 #pragma once
 

@@ -49,6 +49,7 @@
 #include "layout/host_copy.h"
 #include "runtime/consistency.h"
 #include "transport/mpi/cma.h"
+#include "transport/mpi/keep_forever.h"
 #include "transport/mpi/mpi_collectives.h"
 #include "transport/mpi/mpi_locality.h"
 #include "transport/mpi/mpi_util.h"
@@ -144,13 +145,13 @@ class MpiExecutor final : public PlanExecutor {
 
   ~MpiExecutor() override {
     // Nothing is pending after a normal return, and a failed exchange dropped its requests already. Buffers that
-    // a released request may still touch (a send MPI could not cancel, waiting for a late peer) are leaked on
-    // purpose: freeing them would let MPI read freed memory when that peer arrives.
-    if (workspace_pinned_) static_cast<void>(workspace_.release());
+    // a released request may still touch (a send MPI could not cancel, waiting for a late peer) are kept forever:
+    // freeing them would let MPI read freed memory when that peer arrives.
+    if (workspace_pinned_) keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
     if (control_pinned_) {
-      static_cast<void>(new std::vector<int32_t>(std::move(arrived_)));
-      static_cast<void>(new std::vector<uint64_t>(std::move(my_ptrs_)));
-      static_cast<void>(new std::vector<uint64_t>(std::move(peer_ptrs_)));
+      keep_forever(std::make_shared<std::vector<int32_t>>(std::move(arrived_)));
+      keep_forever(std::make_shared<std::vector<uint64_t>>(std::move(my_ptrs_)));
+      keep_forever(std::make_shared<std::vector<uint64_t>>(std::move(peer_ptrs_)));
     }
   }
 
