@@ -111,6 +111,7 @@ const char* path_name(int32_t path) {
     case BASP_PATH_DIRECT: return "direct";
     case BASP_PATH_SHARED: return "shared";
     case BASP_PATH_NCCL: return "nccl";
+    case BASP_PATH_STAGED: return "staged";
     default: return "-";
   }
 }

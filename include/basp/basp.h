@@ -97,6 +97,7 @@ typedef enum basp_path {
   BASP_PATH_DIRECT = 3, /* MPI backend, one node: cross-memory attach (process_vm_readv/writev) */
   BASP_PATH_SHARED = 4, /* MPI backend, one node: plain copies through basp_mem_alloc memory */
   BASP_PATH_NCCL = 5,   /* NCCL backend */
+  BASP_PATH_STAGED = 6, /* MPI backend, one node: two plain copies through the plan's shared staging area */
   BASP_PATH_COUNT
 } basp_path_t;
 

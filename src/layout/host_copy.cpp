@@ -1,6 +1,12 @@
 #include "layout/host_copy.h"
 
+#include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define BASP_HAVE_SSE2_STREAM 1
+#endif
 
 namespace basp::layout {
 namespace {
@@ -53,6 +59,96 @@ void copy_seq_to_head(const Geometry& g, const std::byte* seq, std::byte* head, 
 }
 void copy_head_to_seq(const Geometry& g, const std::byte* head, std::byte* seq, int64_t j) {
   copy_rows(g, Side::kHead, head, Side::kSeq, seq, j);
+}
+
+void copy_streaming(std::byte* dst, const std::byte* src, size_t n) {
+#ifdef BASP_HAVE_SSE2_STREAM
+  if (((reinterpret_cast<uintptr_t>(dst) | n) & 15) == 0) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    for (; i < n; i += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    }
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
+void stream_fence() {
+#ifdef BASP_HAVE_SSE2_STREAM
+  _mm_sfence();
+#endif
+}
+
+namespace {
+
+// One row-major pass over rows [r0, r1) of every group position j: copies row_bytes from src(r, j) to
+// dst(r, j), j innermost, so that the K head slices of one (sequence, token) pair are visited together.
+template <typename Dst, typename Src>
+void rows_group(const Geometry& g, int64_t r0, int64_t r1, bool streaming, Dst dst, Src src) {
+  const auto rb = static_cast<size_t>(g.row_bytes());
+  if (rb == 0) return;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t j = 0; j < g.k; ++j) {
+      if (streaming) {
+        copy_streaming(dst(r, j), src(r, j), rb);
+      } else {
+        std::memcpy(dst(r, j), src(r, j), rb);
+      }
+    }
+  }
+  if (streaming) stream_fence();
+}
+
+}  // namespace
+
+void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me, int64_t r0,
+                        int64_t r1, bool streaming) {
+  rows_group(
+      g, r0, r1, streaming, [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); },
+      [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); });
+}
+
+void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me, int64_t r0,
+                       int64_t r1, bool streaming) {
+  rows_group(
+      g, r0, r1, streaming, [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); },
+      [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); });
+}
+
+void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head,
+                         int64_t me, bool streaming) {
+  const int64_t rb = g.row_bytes();
+  rows_group(
+      g, 0, g.rows(), streaming,
+      [&](int64_t r, int64_t j) { return j == me ? head + g.head_row_offset(r, me) : wire[j] + r * rb; },
+      [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); });
+}
+
+void unpack_seq_rows_group(const Geometry& g, const std::byte* const* wire, const std::byte* head, std::byte* seq,
+                           int64_t me, bool streaming) {
+  const int64_t rb = g.row_bytes();
+  rows_group(
+      g, 0, g.rows(), streaming, [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); },
+      [&](int64_t r, int64_t j) { return j == me ? head + g.head_row_offset(r, me) : wire[j] + r * rb; });
+}
+
+void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j) {
+  copy_rows(g, Side::kHead, head, Side::kWire, wire, j);
+}
+void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j) {
+  copy_rows(g, Side::kWire, wire, Side::kHead, head, j);
 }
 
 }  // namespace basp::layout

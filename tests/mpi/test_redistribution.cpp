@@ -47,6 +47,7 @@ int64_t head_index(basp_layout_t layout, int64_t b_loc, int64_t S, int64_t hk, i
 }
 
 bool g_shared = false;
+int32_t g_forced_path = -1;  // the path BASP_MPI_TRANSPORT forces (-1: auto, any path but shared)
 
 // Head-sharded buffers: std::vector, or basp_mem_alloc memory released with the comm.
 struct HeadBuffer {
@@ -136,9 +137,9 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
             }
   }
   // The path the exchange took must be the one asked for: shared memory when the test put the head-sharded
-  // tensors there (and the group has several ranks), else not.
+  // tensors there (and the group has several ranks), else the one BASP_MPI_TRANSPORT forces, else any other.
   const int32_t path = plan.info().last_path;
-  const int32_t want_path = K == 1 ? BASP_PATH_LOCAL : g_shared ? BASP_PATH_SHARED : -1;
+  const int32_t want_path = K == 1 ? BASP_PATH_LOCAL : g_shared ? BASP_PATH_SHARED : g_forced_path;
   if ((want_path >= 0 && path != want_path) || (want_path < 0 && (path == BASP_PATH_SHARED || path == BASP_PATH_NONE))) {
     std::fprintf(stderr, "rank %d %s: scatter took path %d, expected %d\n", me.rank, label, path, want_path);
     return 1;
@@ -174,6 +175,10 @@ int main(int argc, char** argv) {
   uint64_t seed = argc > 2 && std::strcmp(argv[2], "random") != 0 ? std::strtoull(argv[2], nullptr, 0)
                                                                    : std::random_device{}();
   g_shared = argc > 3 && std::strcmp(argv[3], "shared") == 0;
+  if (const char* forced = std::getenv("BASP_MPI_TRANSPORT")) {
+    const std::string f = forced;
+    g_forced_path = f == "p2p" ? BASP_PATH_P2P : f == "direct" ? BASP_PATH_DIRECT : f == "staged" ? BASP_PATH_STAGED : -1;
+  }
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     std::printf("test_redistribution: N=%d trials=%d seed=%llu%s\n", size, trials, (unsigned long long)seed,

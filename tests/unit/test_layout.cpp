@@ -2,7 +2,9 @@
 // one process with the host copies (K virtual ranks), bit-exact on data that is a function of coordinates.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -128,5 +130,101 @@ TEST_CASE("a whole group through the host copies: scatter then gather, bit-exact
       }
     }
     for (int64_t l = 0; l < k; ++l) REQUIRE(back[l] == seq[l]);
+  }
+}
+
+// The group-wide row-major copies of the shared-memory and staging paths, against the same coordinate function:
+// every rank's input through scatter_rows_group (or pack_seq_rows_group + unpack_head_rows) and back through
+// gather_rows_group (or pack_head_rows + unpack_seq_rows_group), with and without streaming stores, on buffers
+// offset by 0 or 8 bytes so that both the streaming and the memcpy fallback run.
+TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layout]") {
+  std::mt19937_64 rng(4242);
+  for (int trial = 0; trial < 240; ++trial) {
+    Geometry g = random_geometry(rng);
+    if (trial % 3 == 0) g.head_dim = 8 * g.k;  // rows that are multiples of 16 bytes: the streaming stores run
+    const uint64_t seed = rng();
+    const bool streaming = trial % 2 == 0;
+    const bool staged = trial % 4 >= 2;
+    const size_t shift = (trial / 4) % 2 == 0 ? 0 : 8;
+    const int64_t k = g.k;
+    const int64_t hk = g.heads_per_rank();
+    const auto bytes = static_cast<size_t>(g.tensor_bytes());
+    auto buffers = [&](std::byte fill) {
+      std::vector<std::vector<std::byte>> v(k, std::vector<std::byte>(bytes + 16 + shift, fill));
+      return v;
+    };
+    auto at = [&](std::vector<std::byte>& v) {
+      // 16-byte aligned base (vector storage is), shifted by `shift`.
+      auto p = reinterpret_cast<uintptr_t>(v.data());
+      return reinterpret_cast<std::byte*>((p + 15) / 16 * 16 + shift);
+    };
+    auto seq = buffers(std::byte{0});
+    for (int64_t l = 0; l < k; ++l)
+      for (int64_t b = 0; b < g.b_loc; ++b)
+        for (int64_t s = 0; s < g.s_loc; ++s)
+          for (int64_t h = 0; h < g.heads; ++h)
+            for (int64_t d = 0; d < g.head_dim; ++d)
+              for (int64_t e = 0; e < g.elem; ++e)
+                at(seq[l])[seq_index(g, b, s, h, d) * g.elem + e] =
+                    std::byte{pattern_byte(seed, 0, b, l * g.s_loc + s, h, d, e)};
+    auto head = buffers(std::byte{kPoison});
+    std::vector<std::byte*> heads(k);
+    for (int64_t l = 0; l < k; ++l) heads[l] = at(head[l]);
+    auto wire = buffers(std::byte{kPoison});  // staging: rank l's region, one packed chunk per peer
+    std::vector<std::byte*> chunks(k);
+    for (int64_t l = 0; l < k; ++l) {
+      if (staged) {
+        for (int64_t j = 0; j < k; ++j) chunks[j] = at(wire[l]) + j * g.chunk_bytes();
+        basp::layout::pack_seq_rows_group(g, at(seq[l]), chunks.data(), heads[l], l, streaming);
+      } else {
+        basp::layout::scatter_rows_group(g, at(seq[l]), heads.data(), l, 0, g.rows(), streaming);
+      }
+    }
+    if (staged) {
+      for (int64_t l = 0; l < k; ++l)
+        for (int64_t j = 0; j < k; ++j)
+          if (j != l) basp::layout::unpack_head_rows(g, at(wire[j]) + l * g.chunk_bytes(), heads[l], j);
+    }
+    for (int64_t l = 0; l < k; ++l)
+      for (int64_t b = 0; b < g.b_loc; ++b)
+        for (int64_t s = 0; s < g.seq_len(); ++s)
+          for (int64_t h = 0; h < hk; ++h)
+            for (int64_t d = 0; d < g.head_dim; ++d)
+              for (int64_t e = 0; e < g.elem; ++e)
+                REQUIRE(heads[l][head_index(g, b, s, h, d) * g.elem + e] ==
+                        std::byte{pattern_byte(seed, 0, b, s, l * hk + h, d, e)});
+    auto back = buffers(std::byte{kPoison});
+    for (auto& v : wire) std::fill(v.begin(), v.end(), std::byte{kPoison});
+    if (staged) {
+      for (int64_t l = 0; l < k; ++l)
+        for (int64_t j = 0; j < k; ++j)
+          if (j != l) basp::layout::pack_head_rows(g, heads[l], at(wire[l]) + j * g.chunk_bytes(), j);
+    }
+    for (int64_t l = 0; l < k; ++l) {
+      if (staged) {
+        for (int64_t j = 0; j < k; ++j) chunks[j] = at(wire[j]) + l * g.chunk_bytes();
+        basp::layout::unpack_seq_rows_group(g, chunks.data(), heads[l], at(back[l]), l, streaming);
+      } else {
+        basp::layout::gather_rows_group(g, heads.data(), at(back[l]), l, 0, g.rows(), streaming);
+      }
+    }
+    for (int64_t l = 0; l < k; ++l) REQUIRE(std::memcmp(at(back[l]), at(seq[l]), bytes) == 0);
+  }
+}
+
+TEST_CASE("copy_streaming copies like memcpy, aligned or not", "[layout]") {
+  std::vector<std::byte> src(300), dst(320);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = std::byte(static_cast<unsigned char>(i * 7 + 1));
+  for (size_t off : {size_t{0}, size_t{1}, size_t{16}}) {
+    for (size_t n : {size_t{0}, size_t{16}, size_t{48}, size_t{64}, size_t{80}, size_t{256}, size_t{255}}) {
+      std::fill(dst.begin(), dst.end(), std::byte{kPoison});
+      auto base = reinterpret_cast<uintptr_t>(dst.data());
+      auto* d = reinterpret_cast<std::byte*>((base + 15) / 16 * 16 + off);
+      basp::layout::copy_streaming(d, src.data(), n);
+      basp::layout::stream_fence();
+      REQUIRE(std::memcmp(d, src.data(), n) == 0);
+      REQUIRE(d[n] == std::byte{kPoison});
+      if (d > dst.data()) REQUIRE(d[-1] == std::byte{kPoison});
+    }
   }
 }

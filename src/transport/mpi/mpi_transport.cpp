@@ -9,13 +9,17 @@
 //            receiver lands each chunk in the workspace and unpacks it as soon as it arrives.
 // The rank's own slice never touches MPI: it is copied directly from input to output.
 //
-// When every rank of the group shares one node (MPI_COMM_TYPE_SHARED) and the kernel allows cross-memory
-// attach, the plan uses the *direct* path instead: one small allgather publishes the head-sharded tensors'
-// addresses, then each rank moves its rows to or from each peer's head-sharded tensor with one system call
-// per peer (scatter: process_vm_writev from my input rows into the peer's output; gather: process_vm_readv from
-// the peer's input into my output rows), one copy per byte and no pack; a barrier keeps every tensor alive
-// until the peers are done with it. BASP_MPI_TRANSPORT=p2p|direct forces one path (auto: direct where
-// possible).
+// When every rank of the group shares one node (MPI_COMM_TYPE_SHARED), the plan takes one of two intra-node
+// paths instead, chosen collectively at plan creation:
+//   staged  (default on one node): the plan owns a staging region per rank in shared memory (memfd, mapped by
+//           every rank of the group); a rank writes what its peers need into its own region, then copies its
+//           share out of every peer's region: two user-space copies per byte, row-major over the whole group
+//           (layout::pack_seq_rows_group), any row size, no system call per row (run_staged);
+//   direct  (when the mapping is refused, or forced): cross-memory attach, one system call per peer and tile of
+//           rows (scatter: process_vm_writev from my input rows into the peer's output; gather:
+//           process_vm_readv from the peer's input into my output rows), one copy per byte by the kernel, which
+//           pins every page it touches and pays per row.
+// BASP_MPI_TRANSPORT=p2p|direct|staged forces one path (auto: staged, else direct, else point-to-point).
 //
 // Every wait is bounded by the comm's timeout (mpi_wait.h, docs/reliability.md). The direct path runs three small
 // point-to-point rounds, so that a rank never exposes its tensors to a peer that is not in the same call:
@@ -65,6 +69,15 @@ constexpr int kArriveTag = 2 * BASP_MAX_TENSORS;  // direct path, round 1: the o
 constexpr int kAddressTag = kArriveTag + 1;       // round 2: the head-sharded tensors' addresses
 constexpr int kDoneTag = kArriveTag + 2;          // round 3: finished with the receiver's tensors
 constexpr int64_t kDirectMinRowBytes = 1024;
+// Shared-memory path: tensors at least this large are written with non-temporal stores (they do not fit in the
+// cache anyway, and streaming saves reading every destination line first).
+constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;
+// Cross-memory-attach path: bytes of the sequence-sharded tensor per tile (see copy_cma).
+constexpr int64_t kCmaTileBytes = int64_t{512} << 10;
+constexpr int64_t kWantP2P = 0;  // BASP_MPI_TRANSPORT values, ordered for the group's agreement
+constexpr int64_t kWantAuto = 1;
+constexpr int64_t kWantDirect = 2;
+constexpr int64_t kWantStaged = 3;
 constexpr int32_t kOpScatter = 1;
 constexpr int32_t kOpGather = 2;
 // Send buffers of the direct path's first and last rounds: static, so that they outlive any request.
@@ -126,21 +139,23 @@ class MpiExecutor final : public PlanExecutor {
       row_types_.push_back(std::move(row_owned));
       head_types_.push_back(std::move(block_owned));
     }
-    if (plan_.workspace_bytes > 0) {
-      const auto bytes = static_cast<size_t>((plan_.workspace_bytes + 63) / 64 * 64);
-      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
-      if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
-      std::memset(workspace_.get(), 0, bytes);  // fault the pages in now, not in the first execute
-    }
     const auto k = static_cast<size_t>(plan_.group_size);
     requests_.assign(2 * static_cast<size_t>(n) * (k - 1), MPI_REQUEST_NULL);
     request_peer_.assign(requests_.size(), -1);
     control_.assign(2 * (k - 1), MPI_REQUEST_NULL);
     control_peer_.assign(control_.size(), -1);
     arrived_.assign(k, 0);
-    direct_ = plan_.group_size > 1 && choose_direct();
     my_ptrs_.assign(static_cast<size_t>(n), 0);
     peer_ptrs_.assign(static_cast<size_t>(n) * k, 0);
+    shared_heads_.assign(k, nullptr);
+    staged_wire_.assign(k, nullptr);
+    if (plan_.group_size > 1) choose_path();
+    if (!direct_ && !staged_ && plan_.workspace_bytes > 0) {
+      const auto bytes = static_cast<size_t>((plan_.workspace_bytes + 63) / 64 * 64);
+      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+      if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
+      std::memset(workspace_.get(), 0, bytes);  // fault the pages in now, not in the first execute
+    }
   }
 
   ~MpiExecutor() override {
@@ -157,7 +172,10 @@ class MpiExecutor final : public PlanExecutor {
 
   int32_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
 
-  int64_t workspace_bytes() const override { return plan_.workspace_bytes; }
+  int64_t workspace_bytes() const override {
+    if (staged_) return staging_bytes_;
+    return direct_ ? 0 : plan_.workspace_bytes;
+  }
 
   void scatter(const void* const* inputs, void* const* outputs, void*) override {
     const detail::Deadline deadline(context_->timeout_ms);
@@ -272,36 +290,84 @@ class MpiExecutor final : public PlanExecutor {
     return s;
   }
 
-  // Collective: true when every rank of the group can reach every other one's memory.
-  bool choose_direct() {
+  // Collective: picks the plan's path for the whole group (every rank reaches the same verdict) and sets up
+  // what it needs. One node: the staging area (shared memory, any row size), else cross-memory attach, else
+  // point-to-point; BASP_MPI_TRANSPORT=p2p|direct|staged forces one.
+  void choose_path() {
     const char* env = std::getenv("BASP_MPI_TRANSPORT");
     const std::string mode = env ? env : "auto";
     const detail::Deadline deadline(context_->timeout_ms);
     // A bad value on one rank still takes part below (as "p2p"), so its peers do not wait for it.
-    const bool known = mode == "auto" || mode == "p2p" || mode == "direct";
+    const bool known = mode == "auto" || mode == "p2p" || mode == "direct" || mode == "staged";
     const CollectiveScope group = scope();
-    // Every rank must take the same path, whatever its environment says: agree on the strictest request.
-    const int64_t want = mode == "auto" ? 1 : mode == "direct" ? 2 : 0;
+    // Every rank must take the same path, whatever its environment says.
+    const int64_t want = mode == "auto" ? kWantAuto : mode == "direct" ? kWantDirect : mode == "staged" ? kWantStaged : kWantP2P;
     int64_t wants[3] = {want, -want, known ? 0 : -1};
     allreduce_min(group, wants, 3, "the choice of the MPI path at basp_plan_create", deadline);
-    BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p or direct");
-    BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p or direct on another rank of ",
+    BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, direct or staged");
+    BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, direct or staged on another rank of ",
                    context_->where);
     const int64_t min_want = wants[0];
     const int64_t max_want = -wants[1];
-    if (min_want == 0) return false;
-    // The kernel pays per local range: below about 1 KiB rows, pack + send moves bytes faster than one range
-    // per row (measured on the 2-core CI machine: 256-byte rows 4.3x a bare all-to-all direct vs 2.5x packed;
-    // 1 KiB rows 1.7x vs 2.0x). A forced "direct" ignores this.
-    int64_t min_row = INT64_MAX;
-    for (const auto& g : plan_.tensors) min_row = std::min(min_row, g.row_bytes());
-    if (max_want == 1 && min_row < kDirectMinRowBytes) return false;
+    if (min_want == kWantP2P) return;  // p2p anywhere wins: every rank can do it
+    BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto, "BASP_MPI_TRANSPORT is direct on some ranks of ",
+                   context_->where, " and staged on others: set the same value on every rank");
+    const int64_t forced = max_want;  // kWantAuto when nobody forced a path
     // Same node? (Blocking, but every rank is inside this call since the consistency check.)
     MPI_Comm shared = MPI_COMM_NULL;
     BASP_MPI_CHECK(MPI_Comm_split_type(comm_.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared));
     OwnedComm shared_owned(shared);
     int shared_size = 0;
     BASP_MPI_CHECK(MPI_Comm_size(shared, &shared_size));
+    const bool one_node = shared_size == plan_.group_size;  // the same answer on every rank of the group
+    if (forced != kWantDirect) {
+      if (one_node && set_up_staging(deadline)) return;
+      BASP_CHECK(forced != kWantStaged, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=staged was requested but ",
+                 one_node ? "the group's ranks cannot map each other's memory (memfd through /proc)"
+                          : "the group spans several nodes");
+    }
+    direct_ = probe_cma(group, one_node, forced == kWantDirect, deadline);
+  }
+
+  // Collective: the staging area, one shared-memory region per rank holding every peer's packed chunk of every
+  // tensor. True when every rank maps every other one's region.
+  bool set_up_staging(const detail::Deadline& deadline) {
+    const int32_t k = plan_.group_size;
+    const int32_t n = plan_.num_tensors();
+    int64_t bytes = 0;
+    for (int32_t t = 0; t < n; ++t) {
+      staged_offset_.push_back(bytes);
+      bytes += (plan_.tensors[t].tensor_bytes() + 63) / 64 * 64;
+    }
+    bool shared = false;
+    const CollectiveScope group = scope();
+    void* mine = staging_.allocate(group, plan_.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared,
+                                   deadline);
+    if (!shared) {
+      staging_.release(group, plan_.position, mine, deadline);
+      staged_offset_.clear();
+      return false;
+    }
+    staged_base_.assign(static_cast<size_t>(k), nullptr);
+    for (int32_t j = 0; j < k; ++j) {
+      staged_base_[static_cast<size_t>(j)] =
+          j == plan_.position ? static_cast<std::byte*>(mine) : staging_.first_region_of(j);
+    }
+    // Fault every mapping in now, not in the first execute (zero pages of a fresh memfd are shared).
+    std::memset(mine, 0, static_cast<size_t>(bytes));
+    staging_bytes_ = bytes;
+    staged_ = true;
+    return true;
+  }
+
+  // Collective: true when every rank of the group can read every other one's memory with cross-memory attach.
+  bool probe_cma(const CollectiveScope& group, bool one_node, bool forced, const detail::Deadline& deadline) {
+    // The kernel pays per local range: below about 1 KiB rows, pack + send moves bytes faster than one range
+    // per row (measured on the 2-core CI machine: 256-byte rows 4.3x a bare all-to-all direct vs 2.5x packed;
+    // 1 KiB rows 1.7x vs 2.0x). A forced "direct" ignores this.
+    int64_t min_row = INT64_MAX;
+    for (const auto& g : plan_.tensors) min_row = std::min(min_row, g.row_bytes());
+    if (!forced && min_row < kDirectMinRowBytes) return false;
     // Can every rank read every other rank's memory? Probe a known value through each peer.
     const int k = plan_.group_size;
     const int me = plan_.position;
@@ -314,13 +380,13 @@ class MpiExecutor final : public PlanExecutor {
     std::vector<Endpoint> all(static_cast<size_t>(k));
     allgather_bytes(group, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at basp_plan_create",
                     deadline);
-    int64_t ok = shared_size == k ? 1 : 0;
+    int64_t ok = one_node ? 1 : 0;
     for (int j = 0; j < k && ok; ++j) {
       if (j != me) ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
     }
     allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
-    BASP_CHECK(ok || max_want < 2, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=direct was requested but ",
-               shared_size != k ? "the group spans several nodes" : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
+    BASP_CHECK(ok || !forced, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=direct was requested but ",
+               !one_node ? "the group spans several nodes" : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
     for (const Endpoint& e : all) pids_.push_back(static_cast<pid_t>(e.pid));
     return ok == 1;
   }
@@ -357,10 +423,14 @@ class MpiExecutor final : public PlanExecutor {
   // Returns false (having moved nothing) when neither direct path applies and point-to-point must run.
   bool try_direct(const void* const* inputs, void* const* outputs, int32_t op, const detail::Deadline& deadline) {
     const int32_t k = plan_.group_size;
-    if (k == 1 || !(direct_ || shared_->has_shared_regions())) return false;
+    if (k == 1 || !(direct_ || staged_ || shared_->has_shared_regions())) return false;
     const bool scatter = op == kOpScatter;
     const int32_t me = plan_.position;
     const int32_t n = plan_.num_tensors();
+    if (staged_ && !shared_->has_shared_regions()) {
+      run_staged(inputs, outputs, op, deadline);
+      return true;
+    }
     // Round 1: every peer is in this call, and in the same operation.
     round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
           [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
@@ -386,27 +456,22 @@ class MpiExecutor final : public PlanExecutor {
                                         static_cast<uint64_t>(plan_.tensors[t].tensor_bytes())) != nullptr;
       }
     }
+    if (!all_shared && staged_) {
+      // The tensors are not all in basp_mem_alloc memory after all: stage them (every rank alike; the address
+      // round above changed nothing).
+      run_staged(inputs, outputs, op, deadline);
+      return true;
+    }
     if (!all_shared && !direct_) {
       // Nobody copied anything: the point-to-point path runs next on every rank alike.
       return false;
     }
     std::exception_ptr error;
     try {
-      for (int32_t t = 0; t < n; ++t) {
-        const layout::Geometry& g = plan_.tensors[t];
-        if (scatter) {
-          layout::copy_seq_to_head(g, static_cast<const std::byte*>(inputs[t]), static_cast<std::byte*>(outputs[t]), me);
-        } else {
-          layout::copy_head_to_seq(g, static_cast<const std::byte*>(inputs[t]), static_cast<std::byte*>(outputs[t]), me);
-        }
-      }
-      for (int32_t i = 1; i < k; ++i) {
-        const int32_t j = (me + i) % k;  // staggered, so that ranks do not all target the same peer at once
-        if (all_shared) {
-          copy_shared(inputs, outputs, scatter, j);
-        } else {
-          copy_cma(inputs, outputs, scatter, j);
-        }
+      if (all_shared) {
+        copy_shared(inputs, outputs, scatter);
+      } else {
+        copy_cma(inputs, outputs, scatter);
       }
     } catch (...) {
       error = std::current_exception();
@@ -419,6 +484,68 @@ class MpiExecutor final : public PlanExecutor {
     if (error) std::rethrow_exception(error);
     last_path_ = all_shared ? BASP_PATH_SHARED : BASP_PATH_DIRECT;
     return true;
+  }
+
+  // The staging path (any row size, ordinary memory, one node): two user-space copies per byte instead of
+  // cross-memory attach, which pins every page it touches and pays per row.
+  //   1. each rank writes what its peers need into its own staging region: scatter packs its input row-major
+  //      into one chunk per peer (own slice straight into the output); gather copies each peer's blocks of its
+  //      input into that peer's chunk;
+  //   2. round "ready" (with the operation): every region is filled, and every rank is in the same call;
+  //   3. each rank copies its chunk out of every peer's region: scatter into its output's blocks (large
+  //      memcpy calls), gather row-major into its output (own slice straight from its input);
+  //   4. round "done": nobody rewrites its region while a peer may still read it.
+  // A rank writes only its own region before step 2, so a rank that gives up there (a peer never came) has
+  // written nothing a late peer could not overwrite itself: the late peer reads stale chunks into its outputs and
+  // then times out in step 4. Inputs are only ever read.
+  void run_staged(const void* const* inputs, void* const* outputs, int32_t op, const detail::Deadline& deadline) {
+    const bool scatter = op == kOpScatter;
+    const int32_t k = plan_.group_size;
+    const int32_t me = plan_.position;
+    const int32_t n = plan_.num_tensors();
+    std::byte* mine = staged_base_[static_cast<size_t>(me)];
+    for (int32_t t = 0; t < n; ++t) {
+      const layout::Geometry& g = plan_.tensors[t];
+      std::byte* region = mine + staged_offset_[static_cast<size_t>(t)];
+      const auto* in = static_cast<const std::byte*>(inputs[t]);
+      auto* out = static_cast<std::byte*>(outputs[t]);
+      if (scatter) {
+        for (int32_t j = 0; j < k; ++j) staged_wire_[static_cast<size_t>(j)] = region + j * g.chunk_bytes();
+        layout::pack_seq_rows_group(g, in, staged_wire_.data(), out, me, g.tensor_bytes() >= kStreamingMinBytes);
+      } else {
+        for (int32_t j = 0; j < k; ++j) {
+          if (j != me) layout::pack_head_rows(g, in, region + j * g.chunk_bytes(), j);
+        }
+      }
+    }
+    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
+          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
+          scatter ? "the arrival of the group's ranks at basp_scatter (staged path)"
+                  : "the arrival of the group's ranks at basp_gather (staged path)");
+    arrived_[static_cast<size_t>(me)] = op;
+    for (int32_t j = 0; j < k; ++j) {
+      if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      const layout::Geometry& g = plan_.tensors[t];
+      for (int32_t j = 0; j < k; ++j) {
+        staged_wire_[static_cast<size_t>(j)] =
+            staged_base_[static_cast<size_t>(j)] + staged_offset_[static_cast<size_t>(t)] + me * g.chunk_bytes();
+      }
+      auto* out = static_cast<std::byte*>(outputs[t]);
+      if (scatter) {
+        for (int32_t i = 1; i < k; ++i) {
+          const int32_t j = (me + i) % k;
+          layout::unpack_head_rows(g, staged_wire_[static_cast<size_t>(j)], out, j);
+        }
+      } else {
+        layout::unpack_seq_rows_group(g, staged_wire_.data(), static_cast<const std::byte*>(inputs[t]), out, me,
+                                      g.tensor_bytes() >= kStreamingMinBytes);
+      }
+    }
+    round(kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; }, [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; },
+          deadline, "the staged path's completion (a peer still pending may yet read this rank's staging area)");
+    last_path_ = BASP_PATH_STAGED;
   }
 
   [[noreturn]] void report_mixed_operations() const {
@@ -439,45 +566,66 @@ class MpiExecutor final : public PlanExecutor {
                  " are not in the same operation of this plan: ", detail);
   }
 
-  void copy_shared(const void* const* inputs, void* const* outputs, bool scatter, int32_t j) {
+  // Every head-sharded tensor is mapped here: one pass over the rows, row-major across the whole group (see
+  // layout::scatter_rows_group), the rank's own slice included.
+  void copy_shared(const void* const* inputs, void* const* outputs, bool scatter) {
+    const int32_t k = plan_.group_size;
     const int32_t me = plan_.position;
     const int32_t n = plan_.num_tensors();
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = plan_.tensors[t];
-      std::byte* remote = shared_->translate(j, peer_ptrs_[static_cast<size_t>(j * n + t)],
-                                             static_cast<uint64_t>(g.tensor_bytes()));
-      const auto rb = static_cast<size_t>(g.row_bytes());
+      for (int32_t j = 0; j < k; ++j) {
+        shared_heads_[static_cast<size_t>(j)] =
+            j == me ? static_cast<std::byte*>(scatter ? outputs[t] : const_cast<void*>(inputs[t]))
+                    : shared_->translate(j, peer_ptrs_[static_cast<size_t>(j * n + t)],
+                                         static_cast<uint64_t>(g.tensor_bytes()));
+      }
+      const bool streaming = g.tensor_bytes() >= kStreamingMinBytes;
       if (scatter) {
-        const auto* in = static_cast<const std::byte*>(inputs[t]);
-        for (int64_t r = 0, rows = g.rows(); r < rows; ++r)
-          std::memcpy(remote + g.head_row_offset(r, me), in + g.seq_row_offset(r, j), rb);
+        layout::scatter_rows_group(g, static_cast<const std::byte*>(inputs[t]), shared_heads_.data(), me, 0,
+                                   g.rows(), streaming);
       } else {
-        auto* out = static_cast<std::byte*>(outputs[t]);
-        for (int64_t r = 0, rows = g.rows(); r < rows; ++r)
-          std::memcpy(out + g.seq_row_offset(r, j), remote + g.head_row_offset(r, me), rb);
+        layout::gather_rows_group(g, shared_heads_.data(), static_cast<std::byte*>(outputs[t]), me, 0, g.rows(),
+                                  streaming);
       }
     }
   }
 
-  void copy_cma(const void* const* inputs, void* const* outputs, bool scatter, int32_t j) {
+  // Cross-memory attach, one system call per peer and tile of rows: a tile (about kCmaTileBytes of the
+  // sequence-sharded tensor) is visited by every peer's call in turn while it is still in cache, instead of K
+  // strided passes over the whole tensor.
+  void copy_cma(const void* const* inputs, void* const* outputs, bool scatter) {
+    const int32_t k = plan_.group_size;
     const int32_t me = plan_.position;
     const int32_t n = plan_.num_tensors();
-    channel_.begin(pids_[j], j, /*write=*/scatter);
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = plan_.tensors[t];
-      const auto remote = static_cast<uintptr_t>(peer_ptrs_[static_cast<size_t>(j * n + t)]);
       const int64_t rb = g.row_bytes();
-      if (scatter) {
-        auto* in = const_cast<std::byte*>(static_cast<const std::byte*>(inputs[t]));  // only read from
-        for (int64_t r = 0, rows = g.rows(); r < rows; ++r)
-          channel_.add(in + g.seq_row_offset(r, j), remote + g.head_row_offset(r, me), rb);
-      } else {
-        auto* out = static_cast<std::byte*>(outputs[t]);
-        for (int64_t r = 0, rows = g.rows(); r < rows; ++r)
-          channel_.add(out + g.seq_row_offset(r, j), remote + g.head_row_offset(r, me), rb);
+      const int64_t rows = g.rows();
+      const int64_t tile = std::clamp<int64_t>(kCmaTileBytes / std::max<int64_t>(1, rb * k), 1,
+                                               static_cast<int64_t>(CmaChannel::kMaxIov));
+      auto* in = const_cast<std::byte*>(static_cast<const std::byte*>(inputs[t]));  // read from only
+      auto* out = static_cast<std::byte*>(outputs[t]);
+      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        const int64_t r1 = std::min(rows, r0 + tile);
+        for (int64_t r = r0; r < r1; ++r) {
+          if (scatter) {
+            std::memcpy(out + g.head_row_offset(r, me), in + g.seq_row_offset(r, me), static_cast<size_t>(rb));
+          } else {
+            std::memcpy(out + g.seq_row_offset(r, me), in + g.head_row_offset(r, me), static_cast<size_t>(rb));
+          }
+        }
+        for (int32_t i = 1; i < k; ++i) {
+          const int32_t j = (me + i) % k;  // staggered, so that ranks do not all target the same peer at once
+          const auto remote = static_cast<uintptr_t>(peer_ptrs_[static_cast<size_t>(j * n + t)]);
+          channel_.begin(pids_[j], j, /*write=*/scatter);
+          for (int64_t r = r0; r < r1; ++r) {
+            channel_.add((scatter ? in : out) + g.seq_row_offset(r, j), remote + g.head_row_offset(r, me), rb);
+          }
+          channel_.flush();
+        }
       }
     }
-    channel_.flush();
   }
 
   plan::ExchangePlan plan_;
@@ -489,6 +637,13 @@ class MpiExecutor final : public PlanExecutor {
   bool control_pinned_ = false;    // ... the direct path's round buffers
   std::atomic<int32_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
   std::vector<pid_t> pids_;
+  std::vector<std::byte*> shared_heads_;
+  bool staged_ = false;                  // the staging path (run_staged)
+  SharedMemory staging_;                 // ... its regions: this rank's and every peer's mapping
+  int64_t staging_bytes_ = 0;            // ... the size of each region
+  std::vector<int64_t> staged_offset_;   // ... where tensor t's chunks start in a region
+  std::vector<std::byte*> staged_base_;  // ... each position's region, mapped here
+  std::vector<std::byte*> staged_wire_;  // ... scratch: one chunk pointer per position  // shared-memory path: each position's head-sharded tensor, per tensor
   std::vector<uint64_t> my_ptrs_;
   std::vector<uint64_t> peer_ptrs_;
   std::vector<int32_t> arrived_;       // direct path: each position's operation (round 1), then scratch

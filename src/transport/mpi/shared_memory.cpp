@@ -180,6 +180,14 @@ std::byte* SharedMemory::translate(int owner, uint64_t address, uint64_t bytes) 
   return nullptr;
 }
 
+std::byte* SharedMemory::first_region_of(int owner) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Region& r : regions_) {
+    if (r.shared && r.owner == owner) return r.mapped;
+  }
+  return nullptr;
+}
+
 bool SharedMemory::has_shared_regions() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Region& r : regions_) {

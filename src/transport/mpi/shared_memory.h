@@ -41,6 +41,8 @@ class SharedMemory {
   // when that range is not inside one shared region.
   std::byte* translate(int owner, uint64_t address, uint64_t bytes) const;
   bool has_shared_regions() const;
+  // This process's address of the first shared region that the rank at `owner` allocated, or nullptr.
+  std::byte* first_region_of(int owner) const;
 
  private:
   struct Region {
