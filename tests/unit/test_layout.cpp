@@ -53,6 +53,29 @@ Geometry random_geometry(std::mt19937_64& rng) {
   return g;
 }
 
+// Rank l's sequence-sharded input: tokens [l*s_loc, (l+1)*s_loc) of every local sequence, all heads, each byte a
+// function of its global coordinates.
+void fill_seq_pattern(const Geometry& g, uint64_t seed, int64_t l, std::byte* seq) {
+  for (int64_t b = 0; b < g.b_loc; ++b)
+    for (int64_t s = 0; s < g.s_loc; ++s)
+      for (int64_t h = 0; h < g.heads; ++h)
+        for (int64_t d = 0; d < g.head_dim; ++d)
+          for (int64_t e = 0; e < g.elem; ++e)
+            seq[seq_index(g, b, s, h, d) * g.elem + e] = std::byte{pattern_byte(seed, 0, b, l * g.s_loc + s, h, d, e)};
+}
+
+// Rank l's head-sharded output must hold heads [l*H/K, (l+1)*H/K) of every token of every local sequence.
+void require_head_pattern(const Geometry& g, uint64_t seed, int64_t l, const std::byte* head) {
+  const int64_t hk = g.heads_per_rank();
+  for (int64_t b = 0; b < g.b_loc; ++b)
+    for (int64_t s = 0; s < g.seq_len(); ++s)
+      for (int64_t h = 0; h < hk; ++h)
+        for (int64_t d = 0; d < g.head_dim; ++d)
+          for (int64_t e = 0; e < g.elem; ++e)
+            REQUIRE(head[head_index(g, b, s, h, d) * g.elem + e] ==
+                    std::byte{pattern_byte(seed, 0, b, s, l * hk + h, d, e)});
+}
+
 }  // namespace
 
 TEST_CASE("row offsets equal the coordinate formulas", "[layout]") {
@@ -78,18 +101,10 @@ TEST_CASE("a whole group through the host copies: scatter then gather, bit-exact
     const Geometry g = random_geometry(rng);
     const uint64_t seed = rng();
     const int64_t k = g.k;
-    const int64_t hk = g.heads_per_rank();
     const int64_t bytes = g.tensor_bytes();
     // Rank l of the group holds tokens [l*s_loc, (l+1)*s_loc) of every local sequence, all heads.
     std::vector<std::vector<std::byte>> seq(k, std::vector<std::byte>(bytes));
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t b = 0; b < g.b_loc; ++b)
-        for (int64_t s = 0; s < g.s_loc; ++s)
-          for (int64_t h = 0; h < g.heads; ++h)
-            for (int64_t d = 0; d < g.head_dim; ++d)
-              for (int64_t e = 0; e < g.elem; ++e)
-                seq[l][seq_index(g, b, s, h, d) * g.elem + e] =
-                    std::byte{pattern_byte(seed, 0, b, l * g.s_loc + s, h, d, e)};
+    for (int64_t l = 0; l < k; ++l) fill_seq_pattern(g, seed, l, seq[l].data());
     // Scatter: each sender packs a chunk per peer; each receiver places it; own slice copied directly.
     std::vector<std::vector<std::byte>> head(k, std::vector<std::byte>(bytes, std::byte{kPoison}));
     std::vector<std::byte> wire(g.chunk_bytes());
@@ -106,14 +121,7 @@ TEST_CASE("a whole group through the host copies: scatter then gather, bit-exact
                       static_cast<size_t>(g.row_bytes()));
       }
     }
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t b = 0; b < g.b_loc; ++b)
-        for (int64_t s = 0; s < g.seq_len(); ++s)
-          for (int64_t h = 0; h < hk; ++h)
-            for (int64_t d = 0; d < g.head_dim; ++d)
-              for (int64_t e = 0; e < g.elem; ++e)
-                REQUIRE(head[l][head_index(g, b, s, h, d) * g.elem + e] ==
-                        std::byte{pattern_byte(seed, 0, b, s, l * hk + h, d, e)});
+    for (int64_t l = 0; l < k; ++l) require_head_pattern(g, seed, l, head[l].data());
     // Gather: the exact inverse restores every sender's input.
     std::vector<std::vector<std::byte>> back(k, std::vector<std::byte>(bytes, std::byte{kPoison}));
     for (int64_t sender = 0; sender < k; ++sender) {
@@ -147,7 +155,6 @@ TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layou
     const bool staged = trial % 4 >= 2;
     const size_t shift = (trial / 4) % 2 == 0 ? 0 : 8;
     const int64_t k = g.k;
-    const int64_t hk = g.heads_per_rank();
     const auto bytes = static_cast<size_t>(g.tensor_bytes());
     auto buffers = [&](std::byte fill) {
       std::vector<std::vector<std::byte>> v(k, std::vector<std::byte>(bytes + 16 + shift, fill));
@@ -159,14 +166,7 @@ TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layou
       return reinterpret_cast<std::byte*>((p + 15) / 16 * 16 + shift);
     };
     auto seq = buffers(std::byte{0});
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t b = 0; b < g.b_loc; ++b)
-        for (int64_t s = 0; s < g.s_loc; ++s)
-          for (int64_t h = 0; h < g.heads; ++h)
-            for (int64_t d = 0; d < g.head_dim; ++d)
-              for (int64_t e = 0; e < g.elem; ++e)
-                at(seq[l])[seq_index(g, b, s, h, d) * g.elem + e] =
-                    std::byte{pattern_byte(seed, 0, b, l * g.s_loc + s, h, d, e)};
+    for (int64_t l = 0; l < k; ++l) fill_seq_pattern(g, seed, l, at(seq[l]));
     auto head = buffers(std::byte{kPoison});
     std::vector<std::byte*> heads(k);
     for (int64_t l = 0; l < k; ++l) heads[l] = at(head[l]);
@@ -185,14 +185,7 @@ TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layou
         for (int64_t j = 0; j < k; ++j)
           if (j != l) basp::layout::unpack_head_rows(g, at(wire[j]) + l * g.chunk_bytes(), heads[l], j);
     }
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t b = 0; b < g.b_loc; ++b)
-        for (int64_t s = 0; s < g.seq_len(); ++s)
-          for (int64_t h = 0; h < hk; ++h)
-            for (int64_t d = 0; d < g.head_dim; ++d)
-              for (int64_t e = 0; e < g.elem; ++e)
-                REQUIRE(heads[l][head_index(g, b, s, h, d) * g.elem + e] ==
-                        std::byte{pattern_byte(seed, 0, b, s, l * hk + h, d, e)});
+    for (int64_t l = 0; l < k; ++l) require_head_pattern(g, seed, l, heads[l]);
     auto back = buffers(std::byte{kPoison});
     for (auto& v : wire) std::fill(v.begin(), v.end(), std::byte{kPoison});
     if (staged) {

@@ -432,14 +432,8 @@ class MpiExecutor final : public PlanExecutor {
       return true;
     }
     // Round 1: every peer is in this call, and in the same operation.
-    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
-          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
-          scatter ? "the arrival of the group's ranks at basp_scatter (direct path)"
-                  : "the arrival of the group's ranks at basp_gather (direct path)");
-    arrived_[static_cast<size_t>(me)] = op;
-    for (int32_t j = 0; j < k; ++j) {
-      if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
-    }
+    arrive(op, deadline, scatter ? "the arrival of the group's ranks at basp_scatter (direct path)"
+                                 : "the arrival of the group's ranks at basp_gather (direct path)");
     // Round 2: the head-sharded tensors' addresses. Every rank then holds the same table.
     for (int32_t t = 0; t < n; ++t) {
       my_ptrs_[t] = reinterpret_cast<uint64_t>(scatter ? static_cast<const void*>(outputs[t]) : inputs[t]);
@@ -518,14 +512,8 @@ class MpiExecutor final : public PlanExecutor {
         }
       }
     }
-    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
-          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
-          scatter ? "the arrival of the group's ranks at basp_scatter (staged path)"
-                  : "the arrival of the group's ranks at basp_gather (staged path)");
-    arrived_[static_cast<size_t>(me)] = op;
-    for (int32_t j = 0; j < k; ++j) {
-      if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
-    }
+    arrive(op, deadline, scatter ? "the arrival of the group's ranks at basp_scatter (staged path)"
+                                 : "the arrival of the group's ranks at basp_gather (staged path)");
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = plan_.tensors[t];
       for (int32_t j = 0; j < k; ++j) {
@@ -546,6 +534,16 @@ class MpiExecutor final : public PlanExecutor {
     round(kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; }, [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; },
           deadline, "the staged path's completion (a peer still pending may yet read this rank's staging area)");
     last_path_ = BASP_PATH_STAGED;
+  }
+
+  // The "arrive" round: every peer tells which operation it is in; any difference is a mismatch on every rank.
+  void arrive(int32_t op, const detail::Deadline& deadline, const char* step) {
+    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
+          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline, step);
+    arrived_[static_cast<size_t>(plan_.position)] = op;
+    for (int32_t j = 0; j < plan_.group_size; ++j) {
+      if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
+    }
   }
 
   [[noreturn]] void report_mixed_operations() const {
