@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "common/error.h"
@@ -126,6 +127,17 @@ int32_t package_of(hwloc_topology_t topo, hwloc_obj_t cpu_side) {
   return -1;
 }
 
+// The integer in an enum field of an hwloc object. hwloc's XML import stores whatever number the file holds
+// (fuzz_topo_import found a bridge upstream_type of 2, which hwloc_obj_bridge_type_t has no name for), and
+// loading an enum outside its values is undefined behaviour: read the bytes as the underlying integer instead.
+template <typename E>
+std::underlying_type_t<E> enum_value(const E& e) {
+  std::underlying_type_t<E> v{};
+  static_assert(sizeof(v) == sizeof(E), "an enum is stored as its underlying type");
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
 // hwloc_get_common_ancestor_obj does not handle I/O objects: walk the parents.
 hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b) {
   for (hwloc_obj_t x = a; x; x = x->parent) {
@@ -140,7 +152,7 @@ uint8_t pci_locality(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b, const 
   hwloc_obj_t common = common_ancestor(a, b);
   if (common != nullptr && common->type == HWLOC_OBJ_PCI_DEVICE) return plan::kLocalityPciSwitch;
   if (common != nullptr && common->type == HWLOC_OBJ_BRIDGE) {
-    if (common->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return plan::kLocalityHostBridge;
+    if (enum_value(common->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_HOST) return plan::kLocalityHostBridge;
     // One switch: device -> downstream port -> upstream port (the common bridge) on both sides.
     auto near = [common](hwloc_obj_t x) { return x->parent == common || (x->parent && x->parent->parent == common); };
     return near(a) && near(b) ? plan::kLocalityPciSwitch : plan::kLocalityPciSwitches;
