@@ -9,8 +9,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 (cd "$build" && ctest --output-on-failure -j "${BASP_TEST_JOBS:-2}" "$@")
 
 # Once more under AddressSanitizer + UndefinedBehaviorSanitizer: the unit and MPI tests, in a second build
-# without CUDA (nvcc has no sanitizers), benchmarks or demo. About 20 minutes on the 2-core CI machine (build
-# included; docs/reliability.md).
+# without CUDA (nvcc has no sanitizers), benchmarks or demo. The whole script took 26 minutes from a fresh clone on
+# the 2-core CI machine, both builds included (docs/reliability.md).
 if [ "${BASP_ASAN:-1}" = 1 ]; then
   asan=${BASP_ASAN_BUILD_DIR:-build-asan}
   generator=()
