@@ -20,7 +20,7 @@ void copy_seq_to_head(const Geometry& g, const std::byte* seq, std::byte* head, 
 void copy_head_to_seq(const Geometry& g, const std::byte* head, std::byte* seq, int64_t j);
 
 // The whole group's rows at once, when a rank can address every peer's head-sharded tensor (shared memory):
-// `heads[j]` is the head-sharded tensor of group position j (heads[me] the rank's own). Rows [r0, r1) of every
+// `heads[j]` is the head-sharded tensor of group position j (heads[me] the rank's own). All rows of every
 // peer are moved in row-major order: for each row r, the K head slices of one (sequence, token) pair, which are
 // adjacent in the sequence-sharded tensor. The sequence side is then read (scatter) or written (gather) front to
 // back and each peer's block as its own sequential stream, instead of K strided passes over the sequence side
@@ -28,10 +28,10 @@ void copy_head_to_seq(const Geometry& g, const std::byte* head, std::byte* seq, 
 // `streaming`: non-temporal stores for rows whose destination and size are 16-byte aligned (x86-64 only;
 // elsewhere, and for other rows, memcpy); for copies much larger than the cache, where they save the read of
 // each destination line. Ends with a store fence, so the rows are visible before the caller signals peers.
-void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me, int64_t r0,
-                        int64_t r1, bool streaming);
-void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me, int64_t r0,
-                       int64_t r1, bool streaming);
+void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me,
+                        bool streaming);
+void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me,
+                       bool streaming);
 
 // The same pass for a staging area: peer j's rows travel as a packed chunk `wire[j]` (row r at r * row_bytes),
 // the rank's own slice goes straight between `seq` and its head-sharded tensor `head` (wire[me] is unused).

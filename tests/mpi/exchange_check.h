@@ -12,6 +12,19 @@
 
 namespace basp::test {
 
+// The descriptor the reliability tests exchange: BSHD, byte elements (what the checks below assume), tensor 0 with
+// 2 * ranks heads and the others with `ranks` heads, so every group size up to `ranks` divides them.
+inline basp_plan_desc_t byte_bshd_desc(int64_t seq_len, int64_t head_dim, int32_t num_tensors, int64_t ranks) {
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_BYTE;
+  d.seq_len = seq_len;
+  d.head_dim = head_dim;
+  d.num_tensors = num_tensors;
+  for (int32_t t = 0; t < num_tensors; ++t) d.num_heads[t] = (t == 0 ? 2 : 1) * ranks;
+  return d;
+}
+
 struct ExchangeBuffers {
   std::vector<std::vector<uint8_t>> seq, head, back;
 };

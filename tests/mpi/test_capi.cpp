@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "catch_mpi_session.h"
 
 namespace {
 
@@ -327,14 +328,5 @@ TEST_CASE("destroy order: a plan outlives its comm handle", "[capi]") {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  Catch::Session session;
-  if (rank != 0) session.configData().outputFilename = "%debug";  // one report, from rank 0
-  int rc = session.applyCommandLine(argc, argv);
-  if (rc == 0) rc = session.run();
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
+  return basp::test::run_catch_session_on_all_ranks(argc, argv);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "catch_mpi_session.h"
 #include "exchange_check.h"
 
 namespace {
@@ -30,15 +31,7 @@ basp_comm_t make_comm() {
 }
 
 basp_plan_desc_t desc(int64_t head_dim = 4) {
-  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
-  d.layout = BASP_LAYOUT_BSHD;
-  d.dtype = BASP_DTYPE_BYTE;
-  d.seq_len = 4 * g_size;
-  d.head_dim = head_dim;
-  d.num_tensors = 2;
-  d.num_heads[0] = 2 * g_size;
-  d.num_heads[1] = g_size;
-  return d;
+  return basp::test::byte_bshd_desc(4 * g_size, head_dim, 2, g_size);
 }
 
 basp_plan_t make_plan(basp_comm_t comm, const basp_plan_desc_t& d) {
@@ -156,15 +149,6 @@ TEST_CASE("basp_mem_alloc memory: freed with its comm, or kept by the plans usin
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  Catch::Session session;
-  if (rank != 0) session.configData().outputFilename = "%debug";
-  int rc = session.applyCommandLine(argc, argv);
-  if (rc == 0) rc = session.run();
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
+  return basp::test::run_catch_session_on_all_ranks(argc, argv);
 }

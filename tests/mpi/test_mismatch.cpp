@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "catch_mpi_session.h"
 #include "exchange_check.h"
 
 namespace {
@@ -42,16 +43,7 @@ basp_comm_config_t config(int64_t b) {
 }
 
 basp_plan_desc_t qkv() {
-  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
-  d.layout = BASP_LAYOUT_BSHD;
-  d.dtype = BASP_DTYPE_BYTE;
-  d.seq_len = 4 * g_size;
-  d.head_dim = 4;
-  d.num_tensors = 3;
-  d.num_heads[0] = 2 * g_size;
-  d.num_heads[1] = g_size;
-  d.num_heads[2] = g_size;
-  return d;
+  return basp::test::byte_bshd_desc(4 * g_size, 4, 3, g_size);
 }
 
 struct World {
@@ -246,12 +238,5 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  Catch::Session session;
-  if (g_rank != 0) session.configData().outputFilename = "%debug";
-  int rc = session.applyCommandLine(argc, argv);
-  if (rc == 0) rc = session.run();
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
+  return basp::test::run_catch_session_on_all_ranks(argc, argv);
 }

@@ -29,15 +29,7 @@ void fail(int thread, const char* what) {
 }
 
 basp_plan_desc_t desc(int thread) {
-  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
-  d.layout = BASP_LAYOUT_BSHD;  // what exchange_check.h checks
-  d.dtype = BASP_DTYPE_BYTE;
-  d.seq_len = 4 * g_size;
-  d.head_dim = 16 + 8 * thread;
-  d.num_tensors = 2;
-  d.num_heads[0] = 2 * g_size;
-  d.num_heads[1] = g_size;
-  return d;
+  return basp::test::byte_bshd_desc(4 * g_size, 16 + 8 * thread, 2, g_size);
 }
 
 struct Shared {

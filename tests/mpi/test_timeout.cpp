@@ -66,15 +66,7 @@ basp_comm_t make_comm(MPI_Comm parent, int64_t micro_batch = 1) {
 }
 
 basp_plan_desc_t desc(int64_t head_dim) {
-  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
-  d.layout = BASP_LAYOUT_BSHD;
-  d.dtype = BASP_DTYPE_BYTE;
-  d.seq_len = 8 * g_size;
-  d.head_dim = head_dim;
-  d.num_tensors = 2;
-  d.num_heads[0] = 2 * g_size;
-  d.num_heads[1] = g_size;
-  return d;
+  return basp::test::byte_bshd_desc(8 * g_size, head_dim, 2, g_size);
 }
 
 basp_plan_t make_plan(basp_comm_t comm, const basp_plan_desc_t& d) {

@@ -44,15 +44,7 @@ TEST_CASE("DGX-2: all 16 GPUs connected through NVSwitch, ties broken by the PCI
     gpu_of.push_back(i + 8);
   }
   const auto ranks = world(t, 1, false, gpu_of);
-  auto by_gpu = [&](const std::vector<std::vector<int32_t>>& g) {
-    std::set<std::set<int32_t>> out;
-    for (const auto& m : g) {
-      std::set<int32_t> s;
-      for (int32_t r : m) s.insert(gpu_of[static_cast<size_t>(r)]);
-      out.insert(s);
-    }
-    return out;
-  };
+  auto by_gpu = [&](const std::vector<std::vector<int32_t>>& g) { return basp::test::gpu_sets(g, gpu_of); };
   std::set<std::set<int32_t>> pairs, quads, halves;
   for (int i = 0; i < 16; i += 2) pairs.insert({i, i + 1});
   for (int i = 0; i < 16; i += 4) quads.insert({i, i + 1, i + 2, i + 3});

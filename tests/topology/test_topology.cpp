@@ -218,15 +218,7 @@ TEST_CASE("DGX A100: all pairs through NVSwitch, ties broken by PCI switches the
   // Ranks take GPUs out of order, so that rank order alone would pick other groups.
   const std::vector<int32_t> gpu_of = {0, 4, 2, 6, 1, 5, 3, 7};
   const auto ranks = world(t, 1, false, gpu_of);
-  auto by_gpu = [&](const std::vector<std::vector<int32_t>>& g) {
-    std::set<std::set<int32_t>> out;
-    for (const auto& m : g) {
-      std::set<int32_t> s;
-      for (int32_t r : m) s.insert(gpu_of[static_cast<size_t>(r)]);
-      out.insert(s);
-    }
-    return out;
-  };
+  auto by_gpu = [&](const std::vector<std::vector<int32_t>>& g) { return basp::test::gpu_sets(g, gpu_of); };
   REQUIRE(by_gpu(groups(ranks, 4)) == std::set<std::set<int32_t>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   REQUIRE(by_gpu(groups(ranks, 2)) == std::set<std::set<int32_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
   REQUIRE(by_gpu(groups(ranks, 4, BASP_PLACEMENT_CONTIGUOUS)) ==

@@ -57,6 +57,19 @@ inline std::vector<std::vector<int32_t>> groups(const std::vector<topology::Rank
   return runtime::plan_groups(static_cast<int32_t>(ranks.size()), o, ranks).members;
 }
 
+// The groups as sets of the GPUs their ranks use (rank r uses gpu_of[r]), so that a placement can be compared
+// with the expected GPU sets whatever the rank numbering.
+inline std::set<std::set<int32_t>> gpu_sets(const std::vector<std::vector<int32_t>>& groups,
+                                            const std::vector<int32_t>& gpu_of) {
+  std::set<std::set<int32_t>> out;
+  for (const auto& members : groups) {
+    std::set<int32_t> gpus;
+    for (int32_t r : members) gpus.insert(gpu_of[static_cast<size_t>(r)]);
+    out.insert(gpus);
+  }
+  return out;
+}
+
 using GroupSet = std::set<std::set<int32_t>>;
 
 inline GroupSet as_set(const std::vector<std::vector<int32_t>>& members) {

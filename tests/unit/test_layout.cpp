@@ -177,7 +177,7 @@ TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layou
         for (int64_t j = 0; j < k; ++j) chunks[j] = at(wire[l]) + j * g.chunk_bytes();
         basp::layout::pack_seq_rows_group(g, at(seq[l]), chunks.data(), heads[l], l, streaming);
       } else {
-        basp::layout::scatter_rows_group(g, at(seq[l]), heads.data(), l, 0, g.rows(), streaming);
+        basp::layout::scatter_rows_group(g, at(seq[l]), heads.data(), l, streaming);
       }
     }
     if (staged) {
@@ -198,7 +198,7 @@ TEST_CASE("group-wide row-major copies: scatter then gather, bit-exact", "[layou
         for (int64_t j = 0; j < k; ++j) chunks[j] = at(wire[j]) + l * g.chunk_bytes();
         basp::layout::unpack_seq_rows_group(g, chunks.data(), heads[l], at(back[l]), l, streaming);
       } else {
-        basp::layout::gather_rows_group(g, heads.data(), at(back[l]), l, 0, g.rows(), streaming);
+        basp::layout::gather_rows_group(g, heads.data(), at(back[l]), l, streaming);
       }
     }
     for (int64_t l = 0; l < k; ++l) REQUIRE(std::memcmp(at(back[l]), at(seq[l]), bytes) == 0);

@@ -117,6 +117,17 @@ struct GroupContext {
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
 };
 
+// The collectives' view of a group communicator: who its ranks are (for messages) and where to record an
+// abandoned collective.
+CollectiveScope group_scope(GuardedComm& comm, const GroupContext& context) {
+  CollectiveScope s;
+  s.comm = comm.get();
+  s.labels = context.members;
+  s.where = context.where;
+  s.abandoned = &comm.abandoned;
+  return s;
+}
+
 class MpiExecutor final : public PlanExecutor {
  public:
   MpiExecutor(MPI_Comm group, const plan::ExchangePlan& plan, std::shared_ptr<SharedMemory> shared,
@@ -281,14 +292,7 @@ class MpiExecutor final : public PlanExecutor {
     return l;
   }
 
-  CollectiveScope scope() {
-    CollectiveScope s;
-    s.comm = comm_.get();
-    s.labels = context_->members;
-    s.where = context_->where;
-    s.abandoned = &comm_.abandoned;
-    return s;
-  }
+  CollectiveScope scope() { return group_scope(comm_, *context_); }
 
   // Collective: picks the plan's path for the whole group (every rank reaches the same verdict) and sets up
   // what it needs. One node: the staging area (shared memory, any row size), else cross-memory attach, else
@@ -580,10 +584,10 @@ class MpiExecutor final : public PlanExecutor {
       }
       const bool streaming = g.tensor_bytes() >= kStreamingMinBytes;
       if (scatter) {
-        layout::scatter_rows_group(g, static_cast<const std::byte*>(inputs[t]), shared_heads_.data(), me, 0,
-                                   g.rows(), streaming);
+        layout::scatter_rows_group(g, static_cast<const std::byte*>(inputs[t]), shared_heads_.data(), me,
+                                   streaming);
       } else {
-        layout::gather_rows_group(g, shared_heads_.data(), static_cast<std::byte*>(outputs[t]), me, 0, g.rows(),
+        layout::gather_rows_group(g, shared_heads_.data(), static_cast<std::byte*>(outputs[t]), me,
                                   streaming);
       }
     }
@@ -675,14 +679,7 @@ class MpiGroupTransport final : public GroupTransport {
   }
 
  private:
-  CollectiveScope scope() {
-    CollectiveScope s;
-    s.comm = group_.get();
-    s.labels = context_->members;
-    s.where = context_->where;
-    s.abandoned = &group_.abandoned;
-    return s;
-  }
+  CollectiveScope scope() { return group_scope(group_, *context_); }
 
   OwnedComm world_;
   GuardedComm group_;
