@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,59 @@ TEST_CASE("plan creation: bad descriptors are named and create nothing", "[capi]
     bad = qkv(8 * n + 1, 2 * n, n);
     CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last(), Catch::Contains("seq_len (" + std::to_string(8 * n + 1) + ") is not divisible by group size"));
+  }
+}
+
+// BASP_MPI_TRANSPORT is read by every rank at plan creation (K > 1): a value that is not a path, on any rank, or
+// two different forced paths in one group, fail on every rank with the variable named, and create nothing.
+TEST_CASE("plan creation: a bad BASP_MPI_TRANSPORT is named on every rank", "[capi]") {
+  const int n = world_size();
+  if (n < 2) return;  // K = 1 takes no MPI path and reads no variable
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* before = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string saved = before ? before : "";
+  World w;
+  const basp_plan_desc_t d = qkv(8 * n, 2 * n, n);
+  auto attempt = [&](const char* value) {
+    setenv("BASP_MPI_TRANSPORT", value, 1);
+    basp_plan_t plan = reinterpret_cast<basp_plan_t>(0x1);
+    const basp_status_t st = basp_plan_create(w.comm, &d, &plan);
+    CHECK(plan == nullptr);
+    return st;
+  };
+  // Rank 0 alone sets a value that is no path.
+  CHECK(attempt(rank == 0 ? "fastest" : "auto") == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains(rank == 0 ? "BASP_MPI_TRANSPORT (fastest) must be auto, p2p, direct or staged"
+                                               : "BASP_MPI_TRANSPORT is not auto, p2p, direct or staged on another rank"));
+  // Two forced paths that differ.
+  CHECK(attempt(rank == 0 ? "direct" : "staged") == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("BASP_MPI_TRANSPORT is direct on some ranks"));
+  // The comm is still usable, and each forced path is the one taken.
+  const struct {
+    const char* value;
+    int32_t path;
+  } forced[] = {{"p2p", BASP_PATH_P2P}, {"direct", BASP_PATH_DIRECT}, {"staged", BASP_PATH_STAGED}};
+  for (const auto& f : forced) {
+    setenv("BASP_MPI_TRANSPORT", f.value, 1);
+    basp_plan_t plan = nullptr;
+    REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+    basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+    REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+    // One group of n, one sequence: 8 tokens per rank; Q has 2n heads, K and V n heads, D = 4, 2-byte elements.
+    const auto bytes = static_cast<size_t>(8 * (2 * n) * 4 * 2);
+    std::vector<unsigned char> q(bytes, 1), k(bytes / 2, 2), v(bytes / 2, 3), qo(bytes), ko(bytes / 2), vo(bytes / 2);
+    const void* in[3] = {q.data(), k.data(), v.data()};
+    void* out[3] = {qo.data(), ko.data(), vo.data()};
+    CHECK(basp_scatter(plan, in, out, nullptr) == BASP_SUCCESS);
+    REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+    CHECK(info.last_path == f.path);
+    CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+  }
+  if (before) {
+    setenv("BASP_MPI_TRANSPORT", saved.c_str(), 1);
+  } else {
+    unsetenv("BASP_MPI_TRANSPORT");
   }
 }
 
