@@ -12,8 +12,17 @@ if(CUDAToolkit_FOUND)
   list(APPEND _basp_nccl_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
 endif()
 
+# A given NCCL_ROOT is searched alone first, so that its header and its library are used together even when
+# another NCCL (e.g. the CUDA toolkit's) is installed; NAMES_PER_DIR makes a folder's libnccl.so.2 win over a
+# libnccl.so found further down the list.
+set(_basp_nccl_root ${NCCL_ROOT} $ENV{NCCL_ROOT})
+if(_basp_nccl_root)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_basp_nccl_root} PATH_SUFFIXES include NO_DEFAULT_PATH)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_basp_nccl_root}
+               PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+endif()
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_basp_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_basp_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_basp_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
              PATH_SUFFIXES lib lib64)
 
 if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
@@ -31,3 +40,4 @@ else()
   message(STATUS "NCCL not found (set NCCL_ROOT): the NCCL backend is not built")
 endif()
 unset(_basp_nccl_hints)
+unset(_basp_nccl_root)

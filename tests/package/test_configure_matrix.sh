@@ -24,4 +24,21 @@ cmake -S "$src" -B "$tmp/bare" "${gen[@]}" "${common[@]}" -DBASP_ENABLE_MPI=OFF 
   -DBASP_ENABLE_CUDA=OFF > "$tmp/bare.log"
 grep -q "MPI=0" "$tmp/bare.log" || { cat "$tmp/bare.log"; echo "MPI was not disabled" >&2; exit 1; }
 cmake --build "$tmp/bare" -j 2 > "$tmp/bare-build.log" 2>&1 || { tail -50 "$tmp/bare-build.log"; exit 1; }
+echo "== NCCL_ROOT laid out like PyTorch's wheel (only libnccl.so.2) is used whole, over any other NCCL"
+nccl_h=$(ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -1 || true)
+nccl_so=$(ls /usr/local/cuda/lib*/libnccl.so.2 /usr/lib/*/libnccl.so.2 2>/dev/null | head -1 || true)
+if command -v nvcc >/dev/null 2>&1 && [[ -n "$nccl_h" && -n "$nccl_so" ]]; then
+  wheel=$tmp/site-packages/nvidia/nccl
+  mkdir -p "$wheel/include" "$wheel/lib"
+  cp "$nccl_h" "$wheel/include/"
+  ln -s "$(readlink -f "$nccl_so")" "$wheel/lib/libnccl.so.2"
+  cmake -S "$src" -B "$tmp/wheel" "${gen[@]}" "${common[@]}" -DBASP_ENABLE_MPI=OFF -DBASP_ENABLE_HWLOC=OFF \
+    -DBASP_ENABLE_CUDA=ON -DNCCL_ROOT="$wheel" > "$tmp/wheel.log" 2>&1 || { cat "$tmp/wheel.log"; exit 1; }
+  lib=$(sed -n 's/^NCCL_LIBRARY:FILEPATH=//p' "$tmp/wheel/CMakeCache.txt")
+  inc=$(sed -n 's/^NCCL_INCLUDE_DIR:PATH=//p' "$tmp/wheel/CMakeCache.txt")
+  [[ "$lib" == "$wheel/lib/libnccl.so.2" && "$inc" == "$wheel/include" ]] || {
+    grep NCCL "$tmp/wheel.log"; echo "NCCL_ROOT=$wheel not used whole: library '$lib', headers '$inc'" >&2; exit 1; }
+else
+  echo "   (not checked: no nvcc or no NCCL on this machine)"
+fi
 echo "configure matrix: ok"
