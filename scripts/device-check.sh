@@ -4,6 +4,7 @@
 #      Google Benchmark needed; nvcc, CMake and ninja are),
 #   2. runs the GPU tests (CTest label "gpu"): kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
 #      ranks on one GPU), the NCCL single-rank smoke test through the C ABI, the NCCL exchange path in a CUDA graph,
+#      and the Python binding's CUDA test with no MPI (when python3 has PyTorch),
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs),
 #   4. prints a short table last.
@@ -85,6 +86,24 @@ for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_ncc
     *) result[$t]="FAILED (exit $rc)" ;;
   esac
 done
+# The Python binding on the GPU (PyTorch tensors, streams, BaspAttention), with no MPI: the comm is made from a
+# one-rank NCCL communicator (python/tests/test_cuda.py --no-mpi; CTest python_cuda_nompi).
+py_result="not run: python3 has no torch"
+if python3 -c "import torch" >/dev/null 2>&1; then
+  say ""
+  say "## python/tests/test_cuda.py --no-mpi"
+  (cd "$build" && BASP_LIBRARY="$build/src/libbasp.so" PYTHONPATH="$repo/python" PYTHONDONTWRITEBYTECODE=1 \
+     timeout 300 python3 "$repo/python/tests/test_cuda.py" --no-mpi) 2>&1 | tee "$out/test_python_cuda.log" >>"$log"
+  rc=${PIPESTATUS[0]}
+  tail -3 "$out/test_python_cuda.log"
+  case $rc in
+    0) py_result="PASSED ($(grep -o 'all [0-9]* tests passed' "$out/test_python_cuda.log" | tail -1))" ;;
+    77) py_result="SKIPPED" ;;
+    124) py_result="FAILED (timeout)" ;;
+    *) py_result="FAILED (exit $rc)" ;;
+  esac
+  result[python_cuda]=$py_result
+fi
 several=$(grep -o 'NCCL with 2 ranks on one GPU: [^;]*' "$out/test_gpu_loopback.log" 2>/dev/null | head -1)
 several=${several:-NCCL with 2 ranks on one GPU: not tried (test_gpu_loopback skipped or not built)}
 say ""
@@ -122,6 +141,7 @@ done
   printf '| %-44s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
   printf '| %-44s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-44s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
+  printf '| %-44s | %s\n' "Python binding on the GPU (torch, no MPI)" "$py_result"
   printf '| %-44s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
     awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }

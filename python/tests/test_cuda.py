@@ -1,28 +1,114 @@
-"""The binding's CUDA path on the NCCL backend: device tensors, the current stream, an explicit stream, and
-BaspAttention on the GPU against the CPU. One rank (one GPU: NCCL refuses two ranks on one device), so the
-group has K = 1 and the exchange is a device-local copy through the NCCL backend's path.
+"""The binding's CUDA path on the NCCL backend: device tensors, the current stream, an explicit stream, a comm
+made from an existing NCCL communicator, and BaspAttention on the GPU against a float64 CPU reference. One rank
+(one GPU), so the group has K = 1 and the exchange is a device-local copy through the NCCL backend's path.
+
+It runs two ways:
+  under mpirun with mpi4py (CTest python_cuda_np1): comms from MPI_COMM_WORLD, plus one from an NCCL comm;
+  with no MPI at all (`test_cuda.py --no-mpi`, what scripts/device-check.sh runs against its GPU-only libbasp,
+  and what happens when mpi4py cannot be imported): every comm is built on a one-rank NCCL communicator that the
+  test creates through libnccl (ncclCommInitAll) and hands to basp.Comm.from_nccl.
 
 Exits 77 (CTest: skipped, never passed) when PyTorch sees no CUDA device."""
+import contextlib
+import ctypes
+import math
 import sys
 
 import torch
-from mpi4py import MPI
 
 if not torch.cuda.is_available():
     print("skipped: PyTorch %s sees no CUDA device" % torch.__version__, flush=True)
     sys.exit(77)
 
+NO_MPI = "--no-mpi" in sys.argv
+ARGV = [a for a in sys.argv if a != "--no-mpi"]
+WORLD = None
+if not NO_MPI:
+    try:
+        from mpi4py import MPI
+        WORLD = MPI.COMM_WORLD
+    except Exception as e:  # noqa: BLE001 -- ImportError, or mpi4py finding no MPI library
+        print("no MPI (%s: %s): running with NCCL communicators only" % (type(e).__name__, e), flush=True)
+        NO_MPI = True
+
 import basp  # noqa: E402 -- after the skip, so that a machine without a GPU loads nothing
 import basp.torch as bt  # noqa: E402
 from harness import check, expect_error, run  # noqa: E402
 
-WORLD = MPI.COMM_WORLD
-torch.cuda.set_device(WORLD.Get_rank() % torch.cuda.device_count())
+torch.cuda.set_device(0 if WORLD is None else WORLD.Get_rank() % torch.cuda.device_count())
 DEV = torch.device("cuda", torch.cuda.current_device())
 
 
+def nccl_library():
+    """The libnccl that libbasp is linked to: loading libbasp first makes "libnccl.so.2" resolve to that copy."""
+    basp.load_library()
+    lib = ctypes.CDLL("libnccl.so.2")
+    lib.ncclGetErrorString.restype = ctypes.c_char_p
+    lib.ncclCommInitAll.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+@contextlib.contextmanager
+def one_rank_nccl_comm():
+    """An ncclComm_t (as an int) of one rank on the current device, destroyed on exit."""
+    lib = nccl_library()
+    torch.zeros(1, device=DEV)  # the device's primary context, current on this thread
+    comm = ctypes.c_void_p()
+    dev = ctypes.c_int(DEV.index)
+    rc = lib.ncclCommInitAll(ctypes.byref(comm), 1, ctypes.byref(dev))
+    if rc != 0:
+        raise RuntimeError("ncclCommInitAll(1 rank, device %d): %s" % (DEV.index, lib.ncclGetErrorString(rc)))
+    try:
+        yield comm.value
+    finally:
+        lib.ncclCommDestroy(comm)
+
+
+@contextlib.contextmanager
+def nccl_backend_comm(micro_batch):
+    """A basp.Comm on the NCCL backend: from MPI_COMM_WORLD, or (no MPI) from a one-rank NCCL comm."""
+    if WORLD is not None:
+        with basp.Comm(WORLD, micro_batch=micro_batch, backend="nccl") as comm:
+            yield comm
+        return
+    with one_rank_nccl_comm() as raw:
+        comm = basp.Comm.from_nccl(raw, micro_batch=micro_batch)
+        try:
+            yield comm
+        finally:
+            comm.close()  # before the NCCL comm it was made from
+
+
+def test_comm_from_an_existing_nccl_comm():
+    with one_rank_nccl_comm() as raw:
+        with basp.Comm.from_nccl(raw, micro_batch=3) as comm:
+            check.equal(comm.backend, basp.Backend.NCCL, "an NCCL comm")
+            check.equal((comm.world_size, comm.group_size, comm.num_groups), (1, 1, 1), "one rank, K = 1, G = 1")
+            plan = comm.plan(6, 24, [4, 2], torch.float16)
+            # Values that are a function of the coordinates (b, s, h, d), distinct for every element.
+            ins = []
+            for t, heads in enumerate((4, 2)):
+                check.equal(tuple(plan.seq_sharded_shape(t)), (3, 6, heads, 24), "tensor %d, sequence-sharded" % t)
+                b, s, h, d = torch.meshgrid(*(torch.arange(n, device=DEV) for n in (3, 6, heads, 24)),
+                                            indexing="ij")
+                ins.append((t * 4096 + ((b * 6 + s) * heads + h) * 24 + d).to(torch.int16).view(torch.float16))
+            outs = plan.scatter(ins, [torch.full_like(x, float("nan")) for x in ins])
+            torch.cuda.synchronize()
+            # K = 1: the head-sharded tensors are the whole tensors.
+            check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, outs)),
+                       "K = 1 scatter is the identity, bit for bit")
+            check.equal(plan.query().last_path, basp.Path.LOCAL, "K = 1 takes the device-local path")
+            back = plan.gather(outs, [torch.full_like(x, float("nan")) for x in ins])
+            torch.cuda.synchronize()
+            check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, back)),
+                       "gather restores the inputs, bit for bit")
+            check.true(comm.async_error() is None, "no asynchronous error")
+            plan.close()
+
+
 def test_scatter_gather_on_device_streams():
-    with basp.Comm(WORLD, micro_batch=2, backend="nccl") as comm:
+    with nccl_backend_comm(micro_batch=2) as comm:
         check.equal(comm.backend, basp.Backend.NCCL, "an NCCL comm")
         k = comm.group_size
         plan = comm.plan(4 * k, 8, [2 * k, k, k], torch.bfloat16)
@@ -50,26 +136,65 @@ def test_scatter_gather_on_device_streams():
         plan.close()
 
 
-def test_attention_on_the_gpu_matches_the_cpu():
+def reference_attention(q, k, v, causal):
+    """Attention in float64 on the CPU, written independently of basp.torch: [b, S, h, D] tensors, query head h
+    reads K/V head h // (Hq / Hkv)."""
+    hq, hkv, s, d = q.shape[2], k.shape[2], q.shape[1], q.shape[3]
+    kv_of = torch.arange(hq) // (hq // hkv)
+    kk, vv = k.index_select(2, kv_of), v.index_select(2, kv_of)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, kk) / math.sqrt(d)
+    if causal:
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), vv)
+
+
+def test_attention_on_the_gpu_matches_a_cpu_reference():
     b, s, hq, hkv, d = 2, 16, 4, 2, 8
-    with basp.Comm(WORLD, micro_batch=b, backend="nccl") as comm:
-        g = torch.Generator().manual_seed(11)
-        q, k, v = (torch.randn(b, s, h, d, generator=g) for h in (hq, hkv, hkv))
-        dout = torch.randn(b, s, hq, d, generator=g)
-        results = []
-        for device in ("cpu", DEV):
-            leaves = [t.to(device).detach().requires_grad_() for t in (q, k, v)]
-            cpu_comm = basp.Comm(WORLD, micro_batch=b) if device == "cpu" else None
-            layer = bt.BaspAttention(cpu_comm or comm, hq, d, num_kv_heads=hkv, causal=True)
-            out = layer(*leaves)
-            (out * dout.to(device)).sum().backward()
-            results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
-            layer.close()
-            if cpu_comm is not None:
-                cpu_comm.close()
-        for name, a, c in zip(("out", "dq", "dk", "dv"), *results):
-            check.true(torch.allclose(a, c, rtol=1e-3, atol=1e-4), "%s on the GPU equals the CPU" % name)
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(b, s, h, d, generator=g) for h in (hq, hkv, hkv))
+    dout = torch.randn(b, s, hq, d, generator=g)
+
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref_out = reference_attention(*ref_leaves, causal=True)
+    (ref_out * dout.double()).sum().backward()
+    expected = [ref_out.detach()] + [t.grad for t in ref_leaves]
+
+    with nccl_backend_comm(micro_batch=b) as comm:
+        leaves = [t.to(DEV).detach().requires_grad_() for t in (q, k, v)]
+        layer = bt.BaspAttention(comm, hq, d, num_kv_heads=hkv, causal=True)
+        out = layer(*leaves)
+        (out * dout.to(DEV)).sum().backward()
+        got = [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+        layer.close()
+    for name, a, c in zip(("out", "dq", "dk", "dv"), got, expected):
+        check.true(torch.allclose(a.double(), c, rtol=1e-3, atol=1e-4), "%s on the GPU equals the reference" % name)
+
+
+if WORLD is not None:
+    def test_attention_on_the_gpu_matches_the_cpu_comm():
+        """With MPI only: the same layer on an MPI (host) comm and on the NCCL comm."""
+        b, s, hq, hkv, d = 2, 16, 4, 2, 8
+        with basp.Comm(WORLD, micro_batch=b, backend="nccl") as comm:
+            g = torch.Generator().manual_seed(11)
+            q, k, v = (torch.randn(b, s, h, d, generator=g) for h in (hq, hkv, hkv))
+            dout = torch.randn(b, s, hq, d, generator=g)
+            results = []
+            for device in ("cpu", DEV):
+                leaves = [t.to(device).detach().requires_grad_() for t in (q, k, v)]
+                cpu_comm = basp.Comm(WORLD, micro_batch=b) if device == "cpu" else None
+                layer = bt.BaspAttention(cpu_comm or comm, hq, d, num_kv_heads=hkv, causal=True)
+                out = layer(*leaves)
+                (out * dout.to(device)).sum().backward()
+                results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+                layer.close()
+                if cpu_comm is not None:
+                    cpu_comm.close()
+            for name, a, c in zip(("out", "dq", "dk", "dv"), *results):
+                check.true(torch.allclose(a, c, rtol=1e-3, atol=1e-4), "%s on the GPU equals the CPU" % name)
+else:
+    print("not run without MPI: test_attention_on_the_gpu_matches_the_cpu_comm (the float64 reference covers "
+          "the GPU result)", flush=True)
 
 
 if __name__ == "__main__":
-    run(globals(), WORLD, sys.argv)
+    run(globals(), WORLD, ARGV)
