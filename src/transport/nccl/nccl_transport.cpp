@@ -17,7 +17,14 @@ namespace basp::transport::nccl {
 GroupComm::GroupComm(ncclComm_t comm, int device) : comm_(comm), device_(device) {}
 
 GroupComm::~GroupComm() {
-  if (!aborted_.load()) ncclCommDestroy(comm_);
+  if (aborted_.load()) return;
+  // NCCL: a communicator that reported an asynchronous error must be aborted; ncclCommDestroy would wait for
+  // its outstanding work, which may never finish.
+  if (errored_.load()) {
+    ncclCommAbort(comm_);
+  } else {
+    ncclCommDestroy(comm_);
+  }
 }
 
 ncclComm_t GroupComm::get(const char* op) const {
@@ -35,6 +42,7 @@ basp_status_t GroupComm::async_error(std::string& message) {
   BASP_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
   // ncclInProgress only means a non-blocking operation has not finished: nothing failed.
   if (state == ncclSuccess || state == ncclInProgress) return BASP_SUCCESS;
+  errored_.store(true);
   message = std::string(ncclGetErrorString(state));
   const char* detail = ncclGetLastError(comm_);
   if (detail != nullptr && detail[0] != '\0') message += std::string(": ") + detail;
@@ -150,8 +158,10 @@ basp_status_t NcclGroupTransport::async_error(std::string& message) {
 }
 
 void NcclGroupTransport::abort() {
-  group_->abort();
+  // Broken first: even when ncclCommAbort itself fails, the communicator is given up and later calls must not
+  // reach it.
   health().mark_broken(BASP_ERROR_NCCL, "the comm was aborted (basp_comm_abort)");
+  group_->abort();
 }
 
 std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,

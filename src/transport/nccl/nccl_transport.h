@@ -22,7 +22,8 @@
 namespace basp::transport::nccl {
 
 // One rank's communicator of its group, shared by the transport and by every plan made from it (plans outlive
-// the comm handle). Destroyed with the last owner, unless aborted.
+// the comm handle). Released with the last owner: ncclCommDestroy, or ncclCommAbort once async_error() found an
+// error (NCCL requires it), or nothing when abort() already ran.
 class GroupComm {
  public:
   GroupComm(ncclComm_t comm, int device);
@@ -41,6 +42,7 @@ class GroupComm {
   ncclComm_t comm_;
   int device_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> errored_{false};  // async_error() found an asynchronous error
   std::mutex abort_mutex_;
 };
 
