@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/error.h"
 #include "common/status_name.h"
 
 namespace basp::runtime {
@@ -252,6 +253,31 @@ std::string describe_mismatch(const std::vector<CallRecord>& records, const std:
                        [&](size_t i) { return show(fields[f].shown, records[i].fields[f]); }));
   }
   return out;
+}
+
+void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels,
+                   const std::string& where, const CallRecord& mine) {
+  const char* call = call_name(static_cast<CallKind>(mine.kind));
+  std::string detail = describe_mismatch(records, labels);
+  if (detail.empty()) detail = "the fingerprints differ but the records read the same (please report)";
+  bool same_call = true;
+  for (const auto& r : records) same_call = same_call && r.kind == mine.kind;
+  detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", where,
+               same_call ? std::string(" called ") + call + " with different arguments: "
+                         : std::string(" are not in the same collective call: "),
+               detail);
+}
+
+void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
+                        const std::string& where, const CallRecord& mine) {
+  const std::string call = call_name(static_cast<CallKind>(mine.kind));
+  const uint64_t fp = fingerprint(mine);
+  std::vector<uint64_t> all_fp(static_cast<size_t>(size));
+  allgather(&fp, sizeof(fp), all_fp.data(), "the consistency check of " + call + " (every rank must call it)");
+  if (std::all_of(all_fp.begin(), all_fp.end(), [fp](uint64_t v) { return v == fp; })) return;
+  std::vector<CallRecord> records(static_cast<size_t>(size));
+  allgather(&mine, sizeof(CallRecord), records.data(), "the gather of the ranks' arguments of " + call);
+  fail_mismatch(records, labels, where, mine);
 }
 
 std::string compress_ranks(std::vector<int32_t> ranks) {

@@ -7,7 +7,9 @@
 // Pure code, no I/O: the unit tests drive it directly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -56,6 +58,23 @@ uint64_t fingerprint(const CallRecord& record);
 // joined by "; ". records[i] belongs to the rank called labels[i] in the message (a world or parent rank).
 // Empty when the records agree.
 std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels);
+
+// Throws BASP_ERROR_MISMATCH for a group whose ranks' records differ (records[i] from the rank labelled
+// labels[i]; `where` names the group): "the ranks of <where> called <call> with different arguments: <fields>",
+// or "... are not in the same collective call: ..." when the calls themselves differ. What every backend's
+// check throws, so that the messages read the same.
+[[noreturn]] void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels,
+                                const std::string& where, const CallRecord& mine);
+
+// One all-gather of bytes over a group: `bytes` from every rank into `recv` (size * bytes, in position order).
+// `step` names the round for a timeout message. Throws on failure or timeout.
+using AllGatherBytes = std::function<void(const void* send, size_t bytes, void* recv, const std::string& step)>;
+
+// The consistency check over a backend that offers only an all-gather (NCCL): the 8-byte fingerprints of the
+// group's `size` ranks first, and only when they differ the records, then fail_mismatch(). Returns when every
+// rank described the same call. Pure: the unit tests drive it with an emulated group.
+void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
+                        const std::string& where, const CallRecord& mine);
 
 // "0..2, 5, 7, 8": ranks in increasing order, runs of three or more compressed.
 std::string compress_ranks(std::vector<int32_t> ranks);

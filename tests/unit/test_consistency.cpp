@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,91 @@ TEST_CASE("describe_mismatch: field, values and ranks", "[consistency]") {
   // basp_mem_free with NULL on some ranks only.
   std::vector<CallRecord> frees = {basp::runtime::describe_mem_free(false), basp::runtime::describe_mem_free(true)};
   CHECK(basp::runtime::describe_mismatch(frees, {0, 1}) == "ptr: rank 0 = a pointer, rank 1 = NULL");
+}
+
+namespace {
+
+// A group of records.size() ranks seen from position `me`: each all-gather returns every rank's bytes, built from
+// its record (8 bytes: the fingerprint; sizeof(CallRecord): the record), after checking that `me` sent its own.
+struct EmulatedGroup {
+  std::vector<CallRecord> records;
+  int32_t me = 0;
+  std::vector<std::string> steps;
+  bool sent_own = true;
+
+  basp::runtime::AllGatherBytes allgather() {
+    return [this](const void* send, size_t bytes, void* recv, const std::string& step) {
+      steps.push_back(step);
+      auto* out = static_cast<unsigned char*>(recv);
+      for (size_t r = 0; r < records.size(); ++r) {
+        if (bytes == sizeof(uint64_t)) {
+          const uint64_t fp = basp::runtime::fingerprint(records[r]);
+          std::memcpy(out + r * bytes, &fp, bytes);
+        } else {
+          REQUIRE(bytes == sizeof(CallRecord));
+          std::memcpy(out + r * bytes, &records[r], bytes);
+        }
+      }
+      sent_own = sent_own && std::memcmp(send, out + static_cast<size_t>(me) * bytes, bytes) == 0;
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("agree_by_allgather: one round when the records agree, a named mismatch otherwise", "[consistency]") {
+  const auto layout = one_group(4);
+  basp_plan_desc_v1 d = qkv();
+  const std::string where = "group 1 (world ranks 4..7)";
+  const std::vector<int32_t> labels = {4, 5, 6, 7};
+
+  EmulatedGroup same{std::vector<CallRecord>(4, plan_record(d, layout)), 2};
+  REQUIRE_NOTHROW(basp::runtime::agree_by_allgather(same.allgather(), 4, labels, where, same.records[2]));
+  REQUIRE(same.steps.size() == 1);  // the fingerprints only
+  CHECK(same.steps[0] == "the consistency check of basp_plan_create (every rank must call it)");
+  CHECK(same.sent_own);
+
+  for (int32_t me : {0, 3}) {
+    EmulatedGroup differ{std::vector<CallRecord>(4, plan_record(d, layout)), me};
+    basp_plan_desc_v1 other = d;
+    other.num_heads[1] = 4;
+    differ.records[3] = plan_record(other, layout);
+    try {
+      basp::runtime::agree_by_allgather(differ.allgather(), 4, labels, where, differ.records[static_cast<size_t>(me)]);
+      FAIL("no mismatch reported");
+    } catch (const basp::detail::Error& e) {
+      CHECK(e.status() == BASP_ERROR_MISMATCH);
+      CHECK(std::string(e.what()) ==
+            "the ranks of group 1 (world ranks 4..7) called basp_plan_create with different arguments: "
+            "num_heads[1]: rank 4..6 = 8, rank 7 = 4");
+    }
+    REQUIRE(differ.steps.size() == 2);  // then the records
+    CHECK(differ.steps[1] == "the gather of the ranks' arguments of basp_plan_create");
+    CHECK(differ.sent_own);
+  }
+
+  // Different calls: named as such.
+  EmulatedGroup calls{std::vector<CallRecord>(2, plan_record(d, layout)), 0};
+  calls.records[1] = basp::runtime::describe_call(basp::runtime::CallKind::kMemAlloc, BASP_SUCCESS);
+  try {
+    basp::runtime::agree_by_allgather(calls.allgather(), 2, {0, 1}, "group 0 (world ranks 0, 1)", calls.records[0]);
+    FAIL("no mismatch reported");
+  } catch (const basp::detail::Error& e) {
+    CHECK(e.status() == BASP_ERROR_MISMATCH);
+    CHECK(std::string(e.what()) == "the ranks of group 0 (world ranks 0, 1) are not in the same collective call: "
+                                   "call: rank 0 = basp_plan_create, rank 1 = basp_mem_alloc");
+  }
+
+  // A failure of the all-gather itself (a timeout) comes through unchanged.
+  auto timing_out = [](const void*, size_t, void*, const std::string& step) {
+    basp::detail::fail(BASP_ERROR_TIMEOUT, "timed out in ", step);
+  };
+  try {
+    basp::runtime::agree_by_allgather(timing_out, 4, labels, where, same.records[0]);
+    FAIL("no timeout reported");
+  } catch (const basp::detail::Error& e) {
+    CHECK(e.status() == BASP_ERROR_TIMEOUT);
+  }
 }
 
 TEST_CASE("describe_mismatch: many distinct values are counted, not listed", "[consistency]") {

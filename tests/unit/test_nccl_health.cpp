@@ -77,7 +77,7 @@ basp_comm_t make_handle() {
   options.backend = BASP_BACKEND_NCCL;
   auto handle = std::make_unique<basp_comm>();
   handle->impl = basp::transport::nccl::make_comm(basp::runtime::plan_groups(1, options), 0, options.placement,
-                                                  kFakeComm, 0);
+                                                  options.timeout_ms, kFakeComm, 0);
   basp::capi::register_comm(handle.get());
   return handle.release();
 }

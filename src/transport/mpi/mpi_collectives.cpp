@@ -82,14 +82,7 @@ void agree(const CollectiveScope& scope, const runtime::CallRecord& mine, const 
     std::vector<runtime::CallRecord> all(static_cast<size_t>(size));
     allgather_bytes(scope, &mine, sizeof(runtime::CallRecord), all.data(),
                     ("the gather of the ranks' arguments of " + std::string(call)).c_str(), deadline);
-    std::string detail = runtime::describe_mismatch(all, scope.labels);
-    if (detail.empty()) detail = "the fingerprints differ but the records read the same (please report)";
-    bool same_call = true;
-    for (const auto& r : all) same_call = same_call && r.kind == mine.kind;
-    detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", scope.where,
-                 same_call ? std::string(" called ") + call + " with different arguments: "
-                           : std::string(" are not in the same collective call: "),
-                 detail);
+    runtime::fail_mismatch(all, scope.labels, scope.where, mine);
   }
   if (mine.local_status != BASP_SUCCESS) return;  // every rank failed its own checks alike: none goes on
   int64_t present = 1;

@@ -67,7 +67,7 @@ std::shared_ptr<runtime::Comm> create_comm_mpi(basp_mpi_fint_t parent, const run
 
   ncclComm_t comm = nullptr;
   BASP_NCCL_CHECK(ncclCommInitRank(&comm, layout.group_size, root.id, position));
-  return make_comm(std::move(layout), rank, options.placement, comm, device);
+  return make_comm(std::move(layout), rank, options.placement, options.timeout_ms, comm, device);
 }
 
 }  // namespace basp::transport::nccl

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "common/cuda_check.h"
 #include "topology/node_identity.h"
 #include "topology/topology.h"
@@ -23,23 +25,14 @@ topology::RankLocality local_gpu_locality(int device) {
   }
 }
 
-std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine) {
+std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine,
+                                                       const detail::Deadline& deadline) {
   int size = 0;
   BASP_NCCL_CHECK(ncclCommCount(comm, &size));
-  constexpr size_t kBytes = sizeof(topology::RankLocality);
-  DeviceScope scope(device);
-  DeviceBuffer send(static_cast<int64_t>(kBytes));
-  DeviceBuffer recv(static_cast<int64_t>(kBytes) * size);
-  BASP_CUDA_CHECK(cudaMemcpy(send.get(), &mine, kBytes, cudaMemcpyHostToDevice));
-  cudaStream_t stream = nullptr;
-  BASP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const ncclResult_t rc = ncclAllGather(send.get(), recv.get(), kBytes, ncclUint8, comm, stream);
-  const cudaError_t done = rc == ncclSuccess ? cudaStreamSynchronize(stream) : cudaSuccess;
-  cudaStreamDestroy(stream);
-  BASP_NCCL_CHECK(rc);
-  if (done != cudaSuccess) detail::fail_cuda(done, "cudaStreamSynchronize(locality allgather)");
   std::vector<topology::RankLocality> all(static_cast<size_t>(size));
-  BASP_CUDA_CHECK(cudaMemcpy(all.data(), recv.get(), kBytes * all.size(), cudaMemcpyDeviceToHost));
+  allgather_to_host(comm, device, &mine, sizeof(topology::RankLocality), all.data(),
+                    "the gather of the ranks' GPU locations (basp_comm_create_nccl)",
+                    parent_where(size), deadline);
   return all;
 }
 

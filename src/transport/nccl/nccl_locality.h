@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "common/deadline.h"
 #include "topology/rank_locality.h"
 
 namespace basp::transport::nccl {
@@ -14,8 +15,9 @@ namespace basp::transport::nccl {
 // node when the topology does not list that GPU (no NVML, no driver information).
 topology::RankLocality local_gpu_locality(int device);
 
-// Collective over `comm` (on `device`): every rank's record, by rank, through one ncclAllGather of bytes. Runs at
-// comm creation only: it allocates a device buffer and waits for the gather.
-std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine);
+// Collective over `comm` (on `device`): every rank's record, by rank, through one ncclAllGather of bytes
+// (allgather_to_host). Runs at comm creation only; BASP_ERROR_TIMEOUT when a rank does not join by `deadline`.
+std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine,
+                                                       const detail::Deadline& deadline);
 
 }  // namespace basp::transport::nccl

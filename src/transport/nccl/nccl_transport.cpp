@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "layout/cuda/pack_kernels.h"
 #include "layout/packed_workspace.h"
+#include "runtime/consistency.h"
 #include "transport/nccl/nccl_locality.h"
 #include "transport/nccl/nccl_util.h"
 
@@ -47,6 +48,17 @@ basp_status_t GroupComm::async_error(std::string& message) {
   const char* detail = ncclGetLastError(comm_);
   if (detail != nullptr && detail[0] != '\0') message += std::string(": ") + detail;
   return BASP_ERROR_NCCL;
+}
+
+void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std::string& step,
+                          const std::string& where, const detail::Deadline& deadline) {
+  ncclComm_t comm = get(step.c_str());
+  try {
+    allgather_to_host(comm, device_, send, bytes, recv, step, where, deadline);
+  } catch (const detail::Error& e) {
+    if (e.status() == BASP_ERROR_TIMEOUT) errored_.store(true);
+    throw;
+  }
 }
 
 void GroupComm::abort() {
@@ -151,6 +163,15 @@ std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::Exch
   return nccl::make_executor(group_, plan);
 }
 
+void NcclGroupTransport::agree(const runtime::CallRecord& mine) {
+  const detail::Deadline deadline(context_.timeout_ms);
+  runtime::agree_by_allgather(
+      [&](const void* send, size_t bytes, void* recv, const std::string& step) {
+        group_->allgather(send, bytes, recv, step, context_.where, deadline);
+      },
+      static_cast<int32_t>(context_.members.size()), context_.members, context_.where, mine);
+}
+
 basp_status_t NcclGroupTransport::async_error(std::string& message) {
   const basp_status_t status = group_->async_error(message);
   if (status != BASP_SUCCESS) health().mark_broken(status, message);
@@ -165,7 +186,7 @@ void NcclGroupTransport::abort() {
 }
 
 std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
-                                         ncclComm_t group, int device) {
+                                         int64_t timeout_ms, ncclComm_t group, int device) {
   auto owner = std::make_shared<GroupComm>(group, device);
   int size = 0;
   int position = -1;
@@ -174,7 +195,12 @@ std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank,
   BASP_CHECK(size == layout.group_size && position == layout.position_of[rank], BASP_ERROR_INTERNAL,
              "group communicator of rank ", rank, " has ", size, " ranks and puts it at ", position,
              "; the plan says ", layout.group_size, " and ", layout.position_of[rank]);
-  auto transport = std::make_unique<NcclGroupTransport>(std::move(owner));
+  GroupContext context;
+  const int32_t g = layout.group_of[rank];
+  context.members = layout.members[g];
+  context.where = runtime::describe_group(layout, g);
+  context.timeout_ms = timeout_ms;
+  auto transport = std::make_unique<NcclGroupTransport>(std::move(owner), std::move(context));
   return std::make_shared<runtime::Comm>(std::move(layout), rank, placement, std::move(transport));
 }
 
@@ -186,9 +212,25 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
   BASP_NCCL_CHECK(ncclCommCount(parent, &size));
   BASP_NCCL_CHECK(ncclCommUserRank(parent, &rank));
   BASP_NCCL_CHECK(ncclCommCuDevice(parent, &device));
+  // The comm's arguments (B, G, backend, placement) compared across the parent's ranks before anything depends
+  // on them: one ncclAllGather of fingerprints, the records only on a difference (docs/reliability.md).
+  const detail::Deadline deadline(options.timeout_ms);
+  const std::string where = parent_where(size);
+  std::vector<int32_t> labels(static_cast<size_t>(size));
+  for (int32_t r = 0; r < size; ++r) labels[static_cast<size_t>(r)] = r;
+  basp_comm_config_v1 config = BASP_COMM_CONFIG_INITIALIZER;
+  config.micro_batch = options.micro_batch;
+  config.num_groups = options.num_groups;
+  config.backend = options.backend;
+  config.placement = options.placement;
+  runtime::agree_by_allgather(
+      [&](const void* send, size_t bytes, void* recv, const std::string& step) {
+        allgather_to_host(parent, device, send, bytes, recv, step, where, deadline);
+      },
+      size, labels, where, runtime::describe_comm_create(&config, BASP_SUCCESS));
   // Every rank contributes its GPU's place in its node (gathered over the parent) for topology placement.
   const std::vector<topology::RankLocality> locality =
-      allgather_locality(parent, device, local_gpu_locality(device));
+      allgather_locality(parent, device, local_gpu_locality(device), deadline);
   plan::GroupLayout layout = runtime::plan_groups(size, options, locality);
   const int32_t color = layout.group_of[rank];
   const int32_t key = layout.position_of[rank];
@@ -196,7 +238,7 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
   ncclComm_t group = nullptr;
   BASP_NCCL_CHECK(ncclCommSplit(parent, color, key, &group, nullptr));
   BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", color, ") returned no communicator");
-  return make_comm(std::move(layout), rank, options.placement, group, device);
+  return make_comm(std::move(layout), rank, options.placement, options.timeout_ms, group, device);
 }
 
 }  // namespace basp::transport::nccl

@@ -13,8 +13,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "basp/basp.h"
+#include "common/deadline.h"
 #include "plan/exchange.h"
 #include "runtime/comm.h"
 #include "transport/transport.h"
@@ -37,12 +39,16 @@ class GroupComm {
   basp_status_t async_error(std::string& message);
   // ncclCommAbort, once; later calls do nothing.
   void abort();
+  // A host-side all-gather over the group (allgather_to_host). A timeout leaves the collective enqueued: the
+  // communicator is then aborted, not destroyed, when released.
+  void allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
+                 const detail::Deadline& deadline);
 
  private:
   ncclComm_t comm_;
   int device_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> errored_{false};  // async_error() found an asynchronous error
+  std::atomic<bool> errored_{false};  // async_error() found an asynchronous error, or an all-gather timed out
   std::mutex abort_mutex_;
 };
 
@@ -55,10 +61,22 @@ struct ExecutorOptions {
 std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
                                             ExecutorOptions options = {});
 
+// Who the group is, for the consistency check and its messages.
+struct GroupContext {
+  std::vector<int32_t> members;  // world rank of each position
+  std::string where;             // "group 0 (world ranks 0..3)"
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
+};
+
 class NcclGroupTransport final : public GroupTransport {
  public:
-  explicit NcclGroupTransport(std::shared_ptr<GroupComm> group) : group_(std::move(group)) {}
+  NcclGroupTransport(std::shared_ptr<GroupComm> group, GroupContext context)
+      : group_(std::move(group)), context_(std::move(context)) {}
   basp_backend_t backend() const override { return BASP_BACKEND_NCCL; }
+  // The consistency check of every collective call (docs/reliability.md) over the group communicator: one
+  // ncclAllGather of 8-byte fingerprints, and only when they differ one of the call records
+  // (runtime::agree_by_allgather), each waited for until the comm's timeout.
+  void agree(const runtime::CallRecord& mine) override;
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override;
   // An asynchronous NCCL error leaves the communicator unusable (NCCL requires an abort): the comm is marked
   // broken, like an MPI failure, so later calls fail at once with BASP_ERROR_COMM_BROKEN naming it.
@@ -69,6 +87,7 @@ class NcclGroupTransport final : public GroupTransport {
 
  private:
   std::shared_ptr<GroupComm> group_;
+  GroupContext context_;
 };
 
 // Collective over `parent`: forms the groups (runtime::plan_groups) and splits `parent` into one communicator
@@ -77,6 +96,6 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
 
 // Wraps a group communicator that already exists (the MPI bootstrap creates one per group).
 std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
-                                         ncclComm_t group, int device);
+                                         int64_t timeout_ms, ncclComm_t group, int device);
 
 }  // namespace basp::transport::nccl

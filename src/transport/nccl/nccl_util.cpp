@@ -1,5 +1,8 @@
 #include "transport/nccl/nccl_util.h"
 
+#include <chrono>
+#include <thread>
+
 namespace basp::transport::nccl {
 
 std::string error_string(ncclResult_t rc) {
@@ -7,6 +10,94 @@ std::string error_string(ncclResult_t rc) {
   const char* detail = ncclGetLastError(nullptr);
   if (detail != nullptr && detail[0] != '\0') out += std::string(": ") + detail;
   return out;
+}
+
+namespace {
+
+// Device memory ordered on `stream`: cudaMallocAsync / cudaFreeAsync where the device has memory pools, else
+// cudaMalloc / cudaFree.
+class StreamBuffer {
+ public:
+  StreamBuffer(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    cudaError_t rc = cudaMallocAsync(&ptr_, bytes, stream);
+    if (rc == cudaErrorNotSupported) {
+      cudaGetLastError();
+      pooled_ = false;
+      rc = cudaMalloc(&ptr_, bytes);
+    }
+    if (rc != cudaSuccess) {
+      ptr_ = nullptr;
+      detail::fail_cuda(rc, "allocating the device buffer of a host-side NCCL collective");
+    }
+  }
+  ~StreamBuffer() {
+    if (ptr_ == nullptr || leaked_) return;
+    if (pooled_) {
+      cudaFreeAsync(ptr_, stream_);
+    } else {
+      cudaFree(ptr_);
+    }
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  void* get() const { return ptr_; }
+  // The stream may never complete: a pooled buffer is still freed in stream order (whenever it does); a plain
+  // one is left alone, since cudaFree would wait for the device.
+  void abandon() { leaked_ = !pooled_; }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+  bool pooled_ = true;
+  bool leaked_ = false;
+};
+
+class PrivateStream {
+ public:
+  PrivateStream() { BASP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  // Returns at once; the stream's resources are released when its work completes.
+  ~PrivateStream() { cudaStreamDestroy(stream_); }
+  PrivateStream(const PrivateStream&) = delete;
+  PrivateStream& operator=(const PrivateStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline) {
+  int size = 0;
+  BASP_NCCL_CHECK(ncclCommCount(comm, &size));
+  DeviceScope scope(device);
+  PrivateStream stream;  // declared before the buffers: destroyed after their stream-ordered release
+  StreamBuffer send_d(bytes, stream.get());
+  StreamBuffer recv_d(bytes * static_cast<size_t>(size), stream.get());
+  BASP_CUDA_CHECK(cudaMemcpyAsync(send_d.get(), send, bytes, cudaMemcpyHostToDevice, stream.get()));
+  BASP_NCCL_CHECK(ncclAllGather(send_d.get(), recv_d.get(), bytes, ncclUint8, comm, stream.get()));
+  cudaError_t state = cudaStreamQuery(stream.get());
+  while (state == cudaErrorNotReady) {
+    if (deadline.expired()) {
+      send_d.abandon();
+      recv_d.abandon();
+      detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ",
+                   deadline.timeout_ms(), " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where,
+                   ": a rank did not join the ncclAllGather, which stays enqueued: that NCCL communicator must be aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    state = cudaStreamQuery(stream.get());
+  }
+  if (state != cudaSuccess) detail::fail_cuda(state, step.c_str());
+  // The stream is idle: this pageable copy returns as soon as it is done.
+  BASP_CUDA_CHECK(cudaMemcpyAsync(recv, recv_d.get(), bytes * static_cast<size_t>(size), cudaMemcpyDeviceToHost,
+                                  stream.get()));
+  BASP_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+std::string parent_where(int size) {
+  return "the parent NCCL communicator (" + std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
 }
 
 int require_device(const char* what) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/cuda_check.h"
+#include "common/deadline.h"
 #include "common/error.h"
 
 namespace basp::transport::nccl {
@@ -25,6 +26,18 @@ std::string error_string(ncclResult_t rc);
                            ::basp::transport::nccl::error_string(basp_nccl_rc_));                         \
     }                                                                                                      \
   } while (0)
+
+// One ncclAllGather of `bytes` per rank, host memory to host memory (`recv`: size * bytes, in rank order), for the
+// host-side collective steps (comm and plan creation; never an execute). Everything runs on a private
+// non-blocking stream of `device` (stream-ordered device buffers, so no device-wide synchronisation with the
+// caller's streams), and the host waits by polling it until `deadline`: a rank that never joins gives
+// BASP_ERROR_TIMEOUT naming `step` and `where` instead of a hang. After a timeout the collective stays enqueued
+// (the device buffers are released only if it ever completes); the communicator must then be aborted.
+void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline);
+
+// "the parent NCCL communicator (4 ranks)": where a comm-creation step runs, for messages.
+std::string parent_where(int size);
 
 // The CUDA device current on this thread, or a BASP_ERROR_CUDA naming the reason there is none ("no CUDA-capable
 // device is detected", "CUDA driver version is insufficient", ...). `what` names the feature that needed it.
