@@ -36,7 +36,7 @@ class GroupTransport {
   Health& health() { return health_; }
   // Collective over the group, the first step of every collective call (docs/reliability.md): returns when every
   // rank of the group described the same call, else throws BASP_ERROR_MISMATCH (on every rank) or
-  // BASP_ERROR_TIMEOUT. Backends without a host-side channel to the group (NCCL) check nothing.
+  // BASP_ERROR_TIMEOUT. The default checks nothing (a backend whose group has a single rank only).
   virtual void agree(const runtime::CallRecord& mine) { (void)mine; }
   // Collective over the group.
   virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) = 0;

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -203,25 +205,45 @@ TEST_CASE("the async-error query failing in NCCL is reported and writes no error
   CHECK(error == BASP_ERROR_INTERNAL);
   CHECK(contains(last(), ncclGetErrorString(ncclInvalidUsage)));
   CHECK(query(comm) == BASP_SUCCESS);  // a failed query says nothing about the communicator
+  fake.query_result = ncclSuccess;
   REQUIRE(basp_comm_destroy(comm) == BASP_SUCCESS);
   CHECK(fake.destroys == 1);
+  CHECK(fake.aborts == 0);
+}
+
+TEST_CASE("a communicator with an async error that nobody queried is aborted, not destroyed", "[nccl]") {
+  basp_comm_t comm = make_handle();
+  CHECK(query(comm) == BASP_SUCCESS);
+  fake.async_state = ncclUnhandledCudaError;
+  REQUIRE(basp_comm_destroy(comm) == BASP_SUCCESS);
+  CHECK(fake.aborts == 1);
+  CHECK(fake.destroys == 0);
+  CHECK(fake.released == kFakeComm);
 }
 
 TEST_CASE("a watchdog thread polling while another thread aborts", "[nccl]") {
   basp_comm_t comm = make_handle();
   fake.async_state = ncclSuccess;
   std::vector<basp_status_t> seen;
+  std::atomic<int> polled{0};
+  // Polls until it has seen the abort 100 times (or 10 s passed: then the checks below fail).
   std::thread watchdog([&] {
-    for (int i = 0; i < 2000; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int after_abort = 0;
+    while (after_abort < 100 && std::chrono::steady_clock::now() < give_up) {
       basp_status_t error = BASP_ERROR_INTERNAL;
       if (basp_comm_get_async_error(comm, &error, nullptr, 0) != BASP_SUCCESS) error = BASP_ERROR_INTERNAL;
       seen.push_back(error);
+      if (error == BASP_ERROR_NCCL) ++after_abort;
+      polled.fetch_add(1);
     }
   });
-  std::this_thread::yield();
+  while (polled.load() < 10) std::this_thread::yield();  // the abort comes while the watchdog is polling
   REQUIRE(basp_comm_abort(comm) == BASP_SUCCESS);
   watchdog.join();
-  REQUIRE(seen.size() == 2000);
+  REQUIRE(seen.size() >= 110);
+  CHECK(seen.front() == BASP_SUCCESS);
+  CHECK(seen.back() == BASP_ERROR_NCCL);
   // Before the abort: no error; after it: BASP_ERROR_NCCL; never anything else, and never back to no error.
   bool after = false;
   bool consistent = true;

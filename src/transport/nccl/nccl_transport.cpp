@@ -19,9 +19,12 @@ GroupComm::GroupComm(ncclComm_t comm, int device) : comm_(comm), device_(device)
 
 GroupComm::~GroupComm() {
   if (aborted_.load()) return;
-  // NCCL: a communicator that reported an asynchronous error must be aborted; ncclCommDestroy would wait for
-  // its outstanding work, which may never finish.
-  if (errored_.load()) {
+  // NCCL: a communicator with an asynchronous error must be aborted; ncclCommDestroy would wait for its
+  // outstanding work, which may never finish. Asked once more here (it does not block), in case nobody queried.
+  ncclResult_t state = ncclSuccess;
+  const bool failed = errored_.load() || ncclCommGetAsyncError(comm_, &state) != ncclSuccess ||
+                      (state != ncclSuccess && state != ncclInProgress);
+  if (failed) {
     ncclCommAbort(comm_);
   } else {
     ncclCommDestroy(comm_);
@@ -52,13 +55,21 @@ basp_status_t GroupComm::async_error(std::string& message) {
 
 void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                           const std::string& where, const detail::Deadline& deadline) {
-  ncclComm_t comm = get(step.c_str());
+  get(step.c_str());
+  const EnqueueGuard guard = [this, &step](const std::function<void()>& enqueue) {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    get(step.c_str());  // an abort may have come since
+    enqueue();
+  };
   try {
-    allgather_to_host(comm, device_, send, bytes, recv, step, where, deadline);
-  } catch (const detail::Error& e) {
-    if (e.status() == BASP_ERROR_TIMEOUT) errored_.store(true);
+    allgather_to_host(comm_, device_, send, bytes, recv, step, where, deadline, guard);
+  } catch (const detail::Error&) {
+    // A timeout leaves the all-gather enqueued; any other failure leaves the communicator in an unknown state.
+    // Either way it is aborted, not destroyed, when released.
+    errored_.store(true);
     throw;
   }
+  BASP_CHECK(!aborted_.load(), BASP_ERROR_NCCL, step, ": the comm was aborted (basp_comm_abort) during it");
 }
 
 void GroupComm::abort() {
@@ -165,11 +176,37 @@ std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::Exch
 
 void NcclGroupTransport::agree(const runtime::CallRecord& mine) {
   const detail::Deadline deadline(context_.timeout_ms);
-  runtime::agree_by_allgather(
-      [&](const void* send, size_t bytes, void* recv, const std::string& step) {
-        group_->allgather(send, bytes, recv, step, context_.where, deadline);
-      },
-      static_cast<int32_t>(context_.members.size()), context_.members, context_.where, mine);
+  try {
+    runtime::agree_by_allgather(
+        [&](const void* send, size_t bytes, void* recv, const std::string& step) {
+          group_->allgather(send, bytes, recv, step, context_.where, deadline);
+        },
+        static_cast<int32_t>(context_.members.size()), context_.members, context_.where, mine);
+  } catch (const detail::Error& e) {
+    // A mismatch is found by every rank alike after complete all-gathers: the comm stays usable. Anything else
+    // (a timeout, an NCCL or CUDA failure) leaves the ranks out of step.
+    if (e.status() != BASP_ERROR_MISMATCH) health().mark_broken(e.status(), e.what());
+    throw;
+  }
+}
+
+void NcclGroupTransport::connect(const detail::Deadline& deadline) {
+  const auto size = context_.members.size();
+  int32_t position = -1;
+  for (size_t p = 0; p < size; ++p) {
+    if (context_.members[p] == context_.rank) position = static_cast<int32_t>(p);
+  }
+  const auto mine = static_cast<uint8_t>(position & 0xff);
+  std::vector<uint8_t> all(size);
+  group_->allgather(&mine, 1, all.data(), "connecting the group's NCCL communicator", context_.where, deadline);
+  for (size_t p = 0; p < size; ++p) {
+    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the group's ncclAllGather put position ",
+               static_cast<int>(all[p]), " at index ", p, " in ", context_.where);
+  }
+}
+
+void connect_group(runtime::Comm& comm, int64_t timeout_ms) {
+  dynamic_cast<NcclGroupTransport&>(comm.transport()).connect(detail::Deadline(timeout_ms));
 }
 
 basp_status_t NcclGroupTransport::async_error(std::string& message) {
@@ -200,6 +237,7 @@ std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank,
   context.members = layout.members[g];
   context.where = runtime::describe_group(layout, g);
   context.timeout_ms = timeout_ms;
+  context.rank = rank;
   auto transport = std::make_unique<NcclGroupTransport>(std::move(owner), std::move(context));
   return std::make_shared<runtime::Comm>(std::move(layout), rank, placement, std::move(transport));
 }
@@ -238,7 +276,9 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
   ncclComm_t group = nullptr;
   BASP_NCCL_CHECK(ncclCommSplit(parent, color, key, &group, nullptr));
   BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", color, ") returned no communicator");
-  return make_comm(std::move(layout), rank, options.placement, options.timeout_ms, group, device);
+  auto comm = make_comm(std::move(layout), rank, options.placement, options.timeout_ms, group, device);
+  connect_group(*comm, options.timeout_ms);
+  return comm;
 }
 
 }  // namespace basp::transport::nccl

@@ -64,6 +64,7 @@ std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, con
 // Who the group is, for the consistency check and its messages.
 struct GroupContext {
   std::vector<int32_t> members;  // world rank of each position
+  int32_t rank = 0;              // this rank's world rank
   std::string where;             // "group 0 (world ranks 0..3)"
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
 };
@@ -77,6 +78,11 @@ class NcclGroupTransport final : public GroupTransport {
   // ncclAllGather of 8-byte fingerprints, and only when they differ one of the call records
   // (runtime::agree_by_allgather), each waited for until the comm's timeout.
   void agree(const runtime::CallRecord& mine) override;
+  // Collective over the group, once, at comm creation: NCCL connects peers lazily, inside the first collective
+  // that needs a connection, and that wait has no timeout; so the group communicator is connected while every
+  // rank is known to be inside comm creation, by a one-byte all-gather of the positions (which also checks that
+  // NCCL returns them in position order).
+  void connect(const detail::Deadline& deadline);
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override;
   // An asynchronous NCCL error leaves the communicator unusable (NCCL requires an abort): the comm is marked
   // broken, like an MPI failure, so later calls fail at once with BASP_ERROR_COMM_BROKEN naming it.
@@ -94,8 +100,12 @@ class NcclGroupTransport final : public GroupTransport {
 // per group with ncclCommSplit (color = group, key = position). No operation may be outstanding on `parent`.
 std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::CommOptions& options);
 
-// Wraps a group communicator that already exists (the MPI bootstrap creates one per group).
+// Wraps a group communicator that already exists (the MPI bootstrap creates one per group). Makes no NCCL call
+// but ncclCommCount/ncclCommUserRank; the creators then call NcclGroupTransport::connect (connect_group).
 std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
                                          int64_t timeout_ms, ncclComm_t group, int device);
+
+// NcclGroupTransport::connect of a comm made by make_comm.
+void connect_group(runtime::Comm& comm, int64_t timeout_ms);
 
 }  // namespace basp::transport::nccl

@@ -15,7 +15,7 @@ std::string error_string(ncclResult_t rc) {
 namespace {
 
 // Device memory ordered on `stream`: cudaMallocAsync / cudaFreeAsync where the device has memory pools, else
-// cudaMalloc / cudaFree.
+// cudaMalloc / cudaFree (whose free synchronises the whole device: only on devices without memory pools).
 class StreamBuffer {
  public:
   StreamBuffer(size_t bytes, cudaStream_t stream) : stream_(stream) {
@@ -68,7 +68,8 @@ class PrivateStream {
 }  // namespace
 
 void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline) {
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
+                       const EnqueueGuard& guard) {
   int size = 0;
   BASP_NCCL_CHECK(ncclCommCount(comm, &size));
   DeviceScope scope(device);
@@ -76,7 +77,14 @@ void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t byt
   StreamBuffer send_d(bytes, stream.get());
   StreamBuffer recv_d(bytes * static_cast<size_t>(size), stream.get());
   BASP_CUDA_CHECK(cudaMemcpyAsync(send_d.get(), send, bytes, cudaMemcpyHostToDevice, stream.get()));
-  BASP_NCCL_CHECK(ncclAllGather(send_d.get(), recv_d.get(), bytes, ncclUint8, comm, stream.get()));
+  const auto enqueue = [&] {
+    BASP_NCCL_CHECK(ncclAllGather(send_d.get(), recv_d.get(), bytes, ncclUint8, comm, stream.get()));
+  };
+  if (guard) {
+    guard(enqueue);
+  } else {
+    enqueue();
+  }
   cudaError_t state = cudaStreamQuery(stream.get());
   while (state == cudaErrorNotReady) {
     if (deadline.expired()) {
@@ -84,7 +92,8 @@ void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t byt
       recv_d.abandon();
       detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ",
                    deadline.timeout_ms(), " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where,
-                   ": a rank did not join the ncclAllGather, which stays enqueued: that NCCL communicator must be aborted");
+                   ": a rank did not join the ncclAllGather (or it waits behind work enqueued earlier on the same NCCL "
+                   "communicator), which stays enqueued: that NCCL communicator must be aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     state = cudaStreamQuery(stream.get());

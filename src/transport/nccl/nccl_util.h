@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/cuda_check.h"
@@ -28,13 +29,21 @@ std::string error_string(ncclResult_t rc);
   } while (0)
 
 // One ncclAllGather of `bytes` per rank, host memory to host memory (`recv`: size * bytes, in rank order), for the
-// host-side collective steps (comm and plan creation; never an execute). Everything runs on a private
-// non-blocking stream of `device` (stream-ordered device buffers, so no device-wide synchronisation with the
-// caller's streams), and the host waits by polling it until `deadline`: a rank that never joins gives
-// BASP_ERROR_TIMEOUT naming `step` and `where` instead of a hang. After a timeout the collective stays enqueued
-// (the device buffers are released only if it ever completes); the communicator must then be aborted.
+// host-side collective steps (comm and plan creation, basp_mem_alloc/free; never an execute). It runs on a
+// private non-blocking stream of `device` with stream-ordered device buffers, so it does not wait for the
+// caller's CUDA streams; NCCL, though, runs a communicator's operations in the order they were enqueued, so it
+// does wait behind exchanges already enqueued on `comm`. The host polls the stream until `deadline`: a rank
+// that never joins gives BASP_ERROR_TIMEOUT naming `step` and `where` instead of a hang. (Not covered: NCCL
+// connects peers lazily, inside the first collective of a communicator that needs a connection, and that
+// blocks in the NCCL call itself; create_comm therefore connects a new group communicator right away.) After a
+// timeout the collective stays enqueued (the device buffers are released only if it ever completes); the
+// communicator must then be aborted. `guard`, when given, runs the NCCL enqueue (not the wait): the group comm
+// holds its abort lock there and checks that it was not aborted, so that an abort on another thread never frees
+// the communicator under ncclAllGather.
+using EnqueueGuard = std::function<void(const std::function<void()>& enqueue)>;
 void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline);
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
+                       const EnqueueGuard& guard = nullptr);
 
 // "the parent NCCL communicator (4 ranks)": where a comm-creation step runs, for messages.
 std::string parent_where(int size);
