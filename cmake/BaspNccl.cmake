@@ -1,13 +1,14 @@
 # Finds NCCL (header + library) for the NCCL backend and defines the imported target basp::nccl.
 #
-# Looked for, in order: NCCL_ROOT (CMake or environment variable), the CUDA toolkit's directories (where the
-# distribution packages and the CUDA containers put it), then the system paths. PyTorch's pip wheel ships NCCL as
+# Looked for, in order: NCCL_ROOT (CMake or environment variable; header and library must both be there, else
+# a warning and NCCL_ROOT is ignored), the CUDA toolkit's directories (where the distribution packages and the
+# CUDA containers put it), then the system paths. PyTorch's pip wheel ships NCCL as
 # site-packages/nvidia/nccl/{include,lib} with only libnccl.so.2 (no libnccl.so link): pass that folder as
 # NCCL_ROOT (scripts/device-check.sh does).
 #
 # Sets BASP_HAVE_NCCL to 1 when both were found; NCCL is optional under BASP_ENABLE_CUDA=AUTO.
 set(BASP_HAVE_NCCL 0)
-set(_basp_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT})
+set(_basp_nccl_hints "")
 if(CUDAToolkit_FOUND)
   list(APPEND _basp_nccl_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
 endif()
@@ -16,10 +17,23 @@ endif()
 # another NCCL (e.g. the CUDA toolkit's) is installed; NAMES_PER_DIR makes a folder's libnccl.so.2 win over a
 # libnccl.so found further down the list.
 set(_basp_nccl_root ${NCCL_ROOT} $ENV{NCCL_ROOT})
+# Found paths are cached: a build folder configured again with another NCCL_ROOT searches again.
+if(DEFINED BASP_NCCL_ROOT_SEARCHED AND NOT "${BASP_NCCL_ROOT_SEARCHED}" STREQUAL "${_basp_nccl_root}")
+  unset(NCCL_INCLUDE_DIR CACHE)
+  unset(NCCL_LIBRARY CACHE)
+endif()
+set(BASP_NCCL_ROOT_SEARCHED "${_basp_nccl_root}" CACHE INTERNAL "the NCCL_ROOT that NCCL_INCLUDE_DIR/NCCL_LIBRARY come from")
 if(_basp_nccl_root)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_basp_nccl_root} PATH_SUFFIXES include NO_DEFAULT_PATH)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_basp_nccl_root}
                PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    # Never half from NCCL_ROOT and half from elsewhere: both are searched again, together, without NCCL_ROOT.
+    message(WARNING "NCCL_ROOT (${_basp_nccl_root}) lacks include/nccl.h or lib/libnccl.so*: looking for NCCL "
+                    "in the CUDA toolkit and the system instead")
+    unset(NCCL_INCLUDE_DIR CACHE)
+    unset(NCCL_LIBRARY CACHE)
+  endif()
 endif()
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_basp_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
 find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_basp_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}

@@ -39,10 +39,20 @@ torch.cuda.set_device(0 if WORLD is None else WORLD.Get_rank() % torch.cuda.devi
 DEV = torch.device("cuda", torch.cuda.current_device())
 
 
+_NCCL_REPORTED = []
+
+
 def nccl_library():
-    """The libnccl that libbasp is linked to: loading libbasp first makes "libnccl.so.2" resolve to that copy."""
+    """The libnccl.so.2 of this process: the one already loaded under that soname (PyTorch's, when `import torch`
+    loaded one, and then libbasp, loaded first here, uses it too), else the one libbasp's run path names. Its
+    version is printed once, for the log: libbasp needs NCCL 2.28 or later when it was built against 2.28."""
     basp.load_library()
     lib = ctypes.CDLL("libnccl.so.2")
+    if not _NCCL_REPORTED:
+        version = ctypes.c_int()
+        lib.ncclGetVersion(ctypes.byref(version))
+        print("libnccl.so.2 in this process: version code %d" % version.value, flush=True)
+        _NCCL_REPORTED.append(version.value)
     lib.ncclGetErrorString.restype = ctypes.c_char_p
     lib.ncclCommInitAll.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]

@@ -38,6 +38,18 @@ if command -v nvcc >/dev/null 2>&1 && [[ -n "$nccl_h" && -n "$nccl_so" ]]; then
   inc=$(sed -n 's/^NCCL_INCLUDE_DIR:PATH=//p' "$tmp/wheel/CMakeCache.txt")
   [[ "$lib" == "$wheel/lib/libnccl.so.2" && "$inc" == "$wheel/include" ]] || {
     grep NCCL "$tmp/wheel.log"; echo "NCCL_ROOT=$wheel not used whole: library '$lib', headers '$inc'" >&2; exit 1; }
+  echo "== the same build folder configured again with another NCCL_ROOT searches again"
+  other=$(dirname "$(dirname "$nccl_h")")
+  cmake "$tmp/wheel" -DNCCL_ROOT="$other" > "$tmp/wheel2.log" 2>&1 || { cat "$tmp/wheel2.log"; exit 1; }
+  lib=$(sed -n 's/^NCCL_LIBRARY:FILEPATH=//p' "$tmp/wheel/CMakeCache.txt")
+  [[ "$lib" == "$other"/* ]] || { echo "NCCL_ROOT=$other ignored in a configured folder: library '$lib'" >&2; exit 1; }
+  echo "== an NCCL_ROOT with only the header: warned, and not paired with another NCCL's library"
+  mkdir -p "$tmp/half/include" && cp "$nccl_h" "$tmp/half/include/"
+  cmake "$tmp/wheel" -DNCCL_ROOT="$tmp/half" > "$tmp/half.log" 2>&1 || { cat "$tmp/half.log"; exit 1; }
+  tr -d ' \n' < "$tmp/half.log" | grep -q "lacksinclude/nccl.horlib/libnccl.so" || {
+    cat "$tmp/half.log"; echo "no warning" >&2; exit 1; }
+  inc=$(sed -n 's/^NCCL_INCLUDE_DIR:PATH=//p' "$tmp/wheel/CMakeCache.txt")
+  [[ "$inc" != "$tmp/half/include" ]] || { echo "the half NCCL_ROOT's header was kept: '$inc'" >&2; exit 1; }
 else
   echo "   (not checked: no nvcc or no NCCL on this machine)"
 fi
