@@ -4,7 +4,8 @@
 #      Google Benchmark needed; nvcc, CMake and ninja are),
 #   2. runs the GPU tests (CTest label "gpu"): kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
 #      ranks on one GPU), the NCCL single-rank smoke test through the C ABI, the NCCL exchange path in a CUDA graph,
-#      and the Python binding's CUDA test with no MPI (when python3 has PyTorch),
+#      the multi-GPU test (one thread per GPU; skipped, without failing, on a one-GPU machine), and the Python
+#      binding's CUDA test with no MPI (when python3 has PyTorch),
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs),
 #   4. prints a short table last.
@@ -69,7 +70,7 @@ nccl_found=$(grep -h 'libbasp .*NCCL=' "$log" | tail -1 | grep -o 'NCCL=[01]')
 
 # --- GPU tests ---------------------------------------------------------------------------------------------
 declare -A result
-for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_nccl_exchange; do
+for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_nccl_exchange test_gpu_nccl_threads; do
   if [[ ! -x "$build/tests/gpu/$t" ]]; then
     result[$t]="not built"
     continue
@@ -127,8 +128,15 @@ case $bench_rc in
 esac
 
 # --- summary -----------------------------------------------------------------------------------------------
+# test_gpu_nccl_threads needs two GPUs: skipped on a one-GPU machine without failing the check.
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+if [[ "${result[test_gpu_nccl_threads]}" == SKIPPED && "$gpus" -lt 2 ]]; then
+  result[test_gpu_nccl_threads]="SKIPPED (needs 2 GPUs, this machine has $gpus)"
+  threads_optional=1
+fi
 fail=0
 for t in "${!result[@]}"; do
+  [[ "$t" == test_gpu_nccl_threads && -n "${threads_optional:-}" ]] && continue
   [[ "${result[$t]}" == PASSED* ]] || fail=1
 done
 [[ $bench_rc == 0 ]] || fail=1
@@ -141,6 +149,7 @@ done
   printf '| %-44s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
   printf '| %-44s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-44s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
+  printf '| %-44s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
   printf '| %-44s | %s\n' "Python binding on the GPU (torch, no MPI)" "$py_result"
   printf '| %-44s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |

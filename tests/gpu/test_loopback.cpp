@@ -15,6 +15,7 @@
 #include "basp/basp.h"
 #include "gpu_util.h"
 #include "layout/cuda/pack_kernels.h"
+#include "expected_tensors.h"
 #include "layout_reference.h"
 #include "pattern.h"
 
@@ -26,37 +27,17 @@ using basp::layout::Geometry;
 using basp::layout::PackedWorkspace;
 using basp::test::DeviceBytes;
 using basp::test::kPoison;
-using basp::test::pattern_byte;
 
 namespace {
 
 constexpr uint64_t kSeed = 4242;
 
-// Rank l's sequence-sharded tensor t: element (b, token, h, d) of the global tensor.
 std::vector<std::byte> seq_input(const Geometry& g, int32_t t, int64_t l) {
-  std::vector<std::byte> s(static_cast<size_t>(g.tensor_bytes()));
-  for (int64_t b = 0; b < g.b_loc; ++b)
-    for (int64_t tok = 0; tok < g.s_loc; ++tok)
-      for (int64_t h = 0; h < g.heads; ++h)
-        for (int64_t d = 0; d < g.head_dim; ++d)
-          for (int64_t e = 0; e < g.elem; ++e)
-            s[basp::test::seq_index(g, b, tok, h, d) * g.elem + e] =
-                std::byte{pattern_byte(kSeed, t, b, l * g.s_loc + tok, h, d, e)};
-  return s;
+  return basp::test::seq_input(kSeed, g, t, l);
 }
 
-// What rank l's head-sharded tensor t must hold after the scatter.
 std::vector<std::byte> head_expected(const Geometry& g, int32_t t, int64_t l) {
-  std::vector<std::byte> s(static_cast<size_t>(g.tensor_bytes()));
-  const int64_t hk = g.heads / g.k;
-  for (int64_t b = 0; b < g.b_loc; ++b)
-    for (int64_t tok = 0; tok < g.s_loc * g.k; ++tok)
-      for (int64_t h = 0; h < hk; ++h)
-        for (int64_t d = 0; d < g.head_dim; ++d)
-          for (int64_t e = 0; e < g.elem; ++e)
-            s[basp::test::head_index(g, b, tok, h, d) * g.elem + e] =
-                std::byte{pattern_byte(kSeed, t, b, tok, l * hk + h, d, e)};
-  return s;
+  return basp::test::head_expected(kSeed, g, t, l);
 }
 
 struct Rank {
