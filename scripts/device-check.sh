@@ -143,18 +143,18 @@ done
 {
   echo ""
   echo "== device-check summary ($(date -u +%Y-%m-%d), ${device:-unknown device}, ${nccl_found:-NCCL=?}) =="
-  printf '| %-44s | %s\n' "check" "result"
-  printf '| %-44s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
-  printf '| %-44s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
-  printf '| %-44s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
-  printf '| %-44s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
-  printf '| %-44s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
-  printf '| %-44s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
-  printf '| %-44s | %s\n' "Python binding on the GPU (torch, no MPI)" "$py_result"
-  printf '| %-44s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
+  printf '| %-46s | %s\n' "check" "result"
+  printf '| %-46s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
+  printf '| %-46s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
+  printf '| %-46s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
+  printf '| %-46s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
+  printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
+  printf '| %-46s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
+  printf '| %-46s | %s\n' "Python binding on the GPU (torch, no MPI)" "$py_result"
+  printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
     awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }
-         END { for (k in worst) printf "|   %-42s | lowest %s (%s)\n", k, worst[k], op[k] }' | sort -n -k2
+         END { for (k in worst) printf "|   %-44s | lowest %s (%s)\n", k, worst[k], op[k] }' | sort -n -k2
   echo "overall: $([[ $fail == 0 ]] && echo PASSED || echo FAILED)   (logs: $out)"
 } | tee -a "$log"
 exit $fail
