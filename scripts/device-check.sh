@@ -97,8 +97,15 @@ if python3 -c "import torch" >/dev/null 2>&1; then
      timeout 300 python3 "$repo/python/tests/test_cuda.py" --no-mpi) 2>&1 | tee "$out/test_python_cuda.log" >>"$log"
   rc=${PIPESTATUS[0]}
   tail -3 "$out/test_python_cuda.log"
+  # basp.torch.comm_from_process_group: the comm from a torch.distributed group (gloo, one rank).
+  say "## python/tests/test_torch_dist.py"
+  (cd "$build" && BASP_LIBRARY="$build/src/libbasp.so" PYTHONPATH="$repo/python" PYTHONDONTWRITEBYTECODE=1 \
+     timeout 300 python3 "$repo/python/tests/test_torch_dist.py") 2>&1 | tee -a "$out/test_python_cuda.log" >>"$log"
+  rc2=${PIPESTATUS[0]}
+  tail -2 "$out/test_python_cuda.log"
+  [[ $rc == 0 && $rc2 != 0 ]] && rc=$rc2
   case $rc in
-    0) py_result="PASSED ($(grep -o 'all [0-9]* tests passed' "$out/test_python_cuda.log" | tail -1))" ;;
+    0) py_result="PASSED ($(grep -o 'all [0-9]* tests passed' "$out/test_python_cuda.log" | paste -sd+ -))" ;;
     77) py_result="SKIPPED" ;;
     124) py_result="FAILED (timeout)" ;;
     *) py_result="FAILED (exit $rc)" ;;
@@ -150,7 +157,7 @@ done
   printf '| %-46s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
   printf '| %-46s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
-  printf '| %-46s | %s\n' "Python binding on the GPU (torch, no MPI)" "$py_result"
+  printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
     awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }

@@ -16,10 +16,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import _arrays
-from ._abi import Layout
+from . import _arrays, _nccl
+from ._abi import Layout, Placement, Status
 from .comm import Comm
-from .errors import invalid_argument
+from .errors import Error, invalid_argument
 from .plan import Plan
 
 SCATTER = "scatter"
@@ -167,3 +167,51 @@ class BaspAttention(torch.nn.Module):
     def extra_repr(self):
         return "num_heads=%d, num_kv_heads=%d, head_dim=%d, causal=%s, layout=%s, K=%d" % (
             self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, self.comm.group_size)
+
+
+def comm_from_process_group(micro_batch=None, group=None, num_groups=None, placement=Placement.DEFAULT,
+                            config=None):
+    """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
+    world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
+
+    Rank 0 of the group makes an NCCL unique id, torch.distributed broadcasts it (any backend: gloo or nccl),
+    every rank joins an NCCL communicator on its current CUDA device (`torch.cuda.set_device` first), and
+    Comm.from_nccl splits it into the BASP groups; that communicator is then destroyed (on every rank, at the same
+    point), the comm keeps its own. Arguments as for basp.Comm.from_nccl."""
+    import torch.distributed as dist
+
+    where = "basp.torch.comm_from_process_group"
+    if micro_batch is None and config is None:
+        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+    if not dist.is_available() or not dist.is_initialized():
+        raise invalid_argument("%s: torch.distributed is not initialised (call torch.distributed.init_process_group "
+                               "first)" % where)
+    if not torch.cuda.is_available():
+        raise Error(Status.ERROR_CUDA, "%s: the NCCL backend needs a CUDA device, and PyTorch %s sees none"
+                    % (where, torch.__version__))
+    rank = dist.get_rank(group)
+    size = dist.get_world_size(group)
+    # Rank 0's outcome travels with the id, so that a failure there fails every rank instead of leaving them
+    # waiting in ncclCommInitRank.
+    payload = [None]
+    if rank == 0:
+        try:
+            payload[0] = ("ok", _nccl.unique_id())
+        except Error as e:
+            payload[0] = ("error", str(e))
+    if group is None:
+        src = 0
+    else:
+        global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank
+        src = global_rank(group, 0)
+    dist.broadcast_object_list(payload, src=src, group=group)
+    kind, value = payload[0]
+    if kind != "ok":
+        raise Error(Status.ERROR_NCCL, "%s: rank 0 of the group could not make an NCCL unique id: %s"
+                    % (where, value))
+    parent = _nccl.init_rank(size, value, rank)
+    try:
+        return Comm.from_nccl(parent, micro_batch=micro_batch, num_groups=num_groups, placement=placement,
+                              config=config)
+    finally:
+        _nccl.destroy(parent)

@@ -10,7 +10,6 @@ It runs two ways:
 
 Exits 77 (CTest: skipped, never passed) when PyTorch sees no CUDA device."""
 import contextlib
-import ctypes
 import math
 import sys
 
@@ -33,46 +32,24 @@ if not NO_MPI:
 
 import basp  # noqa: E402 -- after the skip, so that a machine without a GPU loads nothing
 import basp.torch as bt  # noqa: E402
+from basp import _nccl  # noqa: E402
 from harness import check, expect_error, run  # noqa: E402
 
 torch.cuda.set_device(0 if WORLD is None else WORLD.Get_rank() % torch.cuda.device_count())
 DEV = torch.device("cuda", torch.cuda.current_device())
-
-
-_NCCL_REPORTED = []
-
-
-def nccl_library():
-    """The libnccl.so.2 of this process: the one already loaded under that soname (PyTorch's, when `import torch`
-    loaded one, and then libbasp, loaded first here, uses it too), else the one libbasp's run path names. Its
-    version is printed once, for the log: libbasp needs NCCL 2.28 or later when it was built against 2.28."""
-    basp.load_library()
-    lib = ctypes.CDLL("libnccl.so.2")
-    if not _NCCL_REPORTED:
-        version = ctypes.c_int()
-        lib.ncclGetVersion(ctypes.byref(version))
-        print("libnccl.so.2 in this process: version code %d" % version.value, flush=True)
-        _NCCL_REPORTED.append(version.value)
-    lib.ncclGetErrorString.restype = ctypes.c_char_p
-    lib.ncclCommInitAll.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
-    return lib
+print("libnccl.so.2 in this process: version code %d" % _nccl.version(), flush=True)
 
 
 @contextlib.contextmanager
 def one_rank_nccl_comm():
-    """An ncclComm_t (as an int) of one rank on the current device, destroyed on exit."""
-    lib = nccl_library()
+    """An ncclComm_t (as an int) of one rank on the current device, made through the process's libnccl.so.2
+    (basp._nccl), destroyed on exit."""
     torch.zeros(1, device=DEV)  # the device's primary context, current on this thread
-    comm = ctypes.c_void_p()
-    dev = ctypes.c_int(DEV.index)
-    rc = lib.ncclCommInitAll(ctypes.byref(comm), 1, ctypes.byref(dev))
-    if rc != 0:
-        raise RuntimeError("ncclCommInitAll(1 rank, device %d): %s" % (DEV.index, lib.ncclGetErrorString(rc)))
+    comm = _nccl.init_all([DEV.index])[0]
     try:
-        yield comm.value
+        yield comm
     finally:
-        lib.ncclCommDestroy(comm)
+        _nccl.destroy(comm)
 
 
 @contextlib.contextmanager
