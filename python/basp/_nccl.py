@@ -39,6 +39,7 @@ def library():
             lib.ncclCommInitAll.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
                                             ctypes.POINTER(ctypes.c_int)]
             lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+            lib.ncclCommAbort.argtypes = [ctypes.c_void_p]
             _lib = lib
         return _lib
 
@@ -85,3 +86,8 @@ def init_all(devices):
 
 def destroy(comm):
     _check(library().ncclCommDestroy(ctypes.c_void_p(comm)), "ncclCommDestroy")
+
+
+def abort(comm):
+    """ncclCommAbort: for a communicator that may still have work enqueued (ncclCommDestroy would wait for it)."""
+    _check(library().ncclCommAbort(ctypes.c_void_p(comm)), "ncclCommAbort")

@@ -174,10 +174,11 @@ def comm_from_process_group(micro_batch=None, group=None, num_groups=None, place
     """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
     world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
 
-    Rank 0 of the group makes an NCCL unique id, torch.distributed broadcasts it (any backend: gloo or nccl),
-    every rank joins an NCCL communicator on its current CUDA device (`torch.cuda.set_device` first), and
-    Comm.from_nccl splits it into the BASP groups; that communicator is then destroyed (on every rank, at the same
-    point), the comm keeps its own. Arguments as for basp.Comm.from_nccl."""
+    The ranks first check that each has a CUDA device (torch.distributed.all_gather_object); rank 0 makes an NCCL
+    unique id, torch.distributed broadcasts it (any backend: gloo or nccl), every rank joins an NCCL communicator
+    on its current CUDA device (`torch.cuda.set_device` first), and Comm.from_nccl splits it into the BASP groups;
+    that communicator is then destroyed (on every rank, at the same point; aborted if the comm could not be made),
+    the comm keeps its own. Arguments as for basp.Comm.from_nccl."""
     import torch.distributed as dist
 
     where = "basp.torch.comm_from_process_group"
@@ -186,13 +187,19 @@ def comm_from_process_group(micro_batch=None, group=None, num_groups=None, place
     if not dist.is_available() or not dist.is_initialized():
         raise invalid_argument("%s: torch.distributed is not initialised (call torch.distributed.init_process_group "
                                "first)" % where)
-    if not torch.cuda.is_available():
-        raise Error(Status.ERROR_CUDA, "%s: the NCCL backend needs a CUDA device, and PyTorch %s sees none"
-                    % (where, torch.__version__))
     rank = dist.get_rank(group)
+    if rank < 0:
+        raise invalid_argument("%s: this process is not a member of the group" % where)
     size = dist.get_world_size(group)
-    # Rank 0's outcome travels with the id, so that a failure there fails every rank instead of leaving them
-    # waiting in ncclCommInitRank.
+    # Every rank's readiness first (a CUDA device), then rank 0's unique id, whose outcome travels with it: a
+    # failure on any rank fails every rank instead of leaving the others waiting in NCCL.
+    mine = None if torch.cuda.is_available() else "PyTorch %s sees no CUDA device" % torch.__version__
+    states = [None] * size
+    dist.all_gather_object(states, mine, group=group)
+    problems = ["rank %d: %s" % (r, s) for r, s in enumerate(states) if s is not None]
+    if problems:
+        raise Error(Status.ERROR_CUDA, "%s: the NCCL backend needs a CUDA device on every rank: %s"
+                    % (where, "; ".join(problems)))
     payload = [None]
     if rank == 0:
         try:
@@ -211,7 +218,14 @@ def comm_from_process_group(micro_batch=None, group=None, num_groups=None, place
                     % (where, value))
     parent = _nccl.init_rank(size, value, rank)
     try:
-        return Comm.from_nccl(parent, micro_batch=micro_batch, num_groups=num_groups, placement=placement,
+        comm = Comm.from_nccl(parent, micro_batch=micro_batch, num_groups=num_groups, placement=placement,
                               config=config)
-    finally:
-        _nccl.destroy(parent)
+    except BaseException:
+        # A collective may still be enqueued on the parent (a timeout): abort it, and keep the original error.
+        try:
+            _nccl.abort(parent)
+        except Error:
+            pass
+        raise
+    _nccl.destroy(parent)
+    return comm

@@ -1,7 +1,8 @@
 """basp.torch.comm_from_process_group: a comm from a torch.distributed process group, without MPI. One process
 (a gloo group of one rank). Without a GPU it checks the refusals (micro_batch missing, torch.distributed not
-initialised, no CUDA device) and the NCCL helper's argument check; with one, the whole path: an NCCL-backend comm
-and a bit-exact round trip. Run without mpirun."""
+initialised, no CUDA device) and the NCCL helper's argument check; with one, the comm's creation through
+torch.distributed and NCCL (unique id, ncclCommInitRank, the split) and a bit-exact K = 1 round trip (a device
+copy: one rank has no NCCL exchange). Run without mpirun."""
 import os
 import sys
 import tempfile
@@ -30,7 +31,7 @@ def test_one_rank_group():
         try:
             if not torch.cuda.is_available():
                 expect_error(lambda: bt.comm_from_process_group(micro_batch=2), basp.Status.ERROR_CUDA,
-                             "needs a CUDA device")
+                             "needs a CUDA device on every rank", "rank 0: PyTorch")
                 return
             torch.cuda.set_device(0)
             with bt.comm_from_process_group(micro_batch=2) as comm:
@@ -44,6 +45,8 @@ def test_one_rank_group():
                 torch.cuda.synchronize()
                 check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, back)),
                            "round trip, bit for bit")
+                # K = 1: a device copy, no NCCL exchange (the NCCL part here is the comm's creation).
+                check.equal(plan.query().last_path, basp.Path.LOCAL, "K = 1 takes the device-local path")
                 plan.close()
         finally:
             dist.destroy_process_group()

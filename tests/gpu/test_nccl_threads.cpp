@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -31,16 +32,47 @@ namespace {
 constexpr uint64_t kSeed = 777;
 constexpr int kMaxRanks = 8;
 
-// Failures of all threads, reported on the main thread.
+// Failures of all threads: printed at once (a failed rank can leave the others waiting in NCCL, and the log must
+// show why), counted for the end.
 struct Failures {
   std::mutex mutex;
-  std::vector<std::string> lines;
+  int64_t failed = 0;
   int64_t checks = 0;
   void check(bool ok, int rank, const std::string& what) {
     std::lock_guard<std::mutex> lock(mutex);
     ++checks;
-    if (!ok) lines.push_back("rank " + std::to_string(rank) + ": " + what);
+    if (!ok) {
+      ++failed;
+      std::printf("FAILED: rank %d: %s\n", rank, what.c_str());
+      std::fflush(stdout);
+    }
   }
+};
+
+// All ranks meet here: allocations and uploads of every rank finish before any exchange starts, and every
+// exchange has finished before any rank frees memory (cudaMalloc/cudaFree on one thread while an NCCL kernel
+// waits for it on another can deadlock a single process).
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int64_t round = round_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return round_ != round; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int n_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
 };
 
 bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
@@ -69,13 +101,15 @@ basp_plan_desc_t qkv_desc(int32_t layout, basp_dtype_t dtype, int64_t k) {
 
 // One plan's scatter and gather on rank l, checked against the global pattern.
 void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t dtype, int64_t elem,
-              Failures& out) {
+              Failures& out, Barrier& barrier) {
   const std::string name = std::string(layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD") + " elem " +
                            std::to_string(elem) + ": ";
   const basp_plan_desc_t desc = qkv_desc(layout, dtype, k);
   basp_plan_t plan = nullptr;
   if (basp_plan_create(comm, &desc, &plan) != BASP_SUCCESS) {
     out.check(false, l, name + "plan create: " + basp_last_error());
+    barrier.wait();  // the two meeting points of the ranks that go on
+    barrier.wait();
     return;
   }
   std::vector<Geometry> geoms;
@@ -101,6 +135,9 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
   }
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // The uploads and poison fills ran on the legacy stream, which a non-blocking stream does not wait for.
+  TEST_CUDA(cudaDeviceSynchronize());
+  barrier.wait();
   const void* in[3] = {seq[0].data(), seq[1].data(), seq[2].data()};
   void* mid[3] = {head[0].data(), head[1].data(), head[2].data()};
   const void* mid_in[3] = {head[0].data(), head[1].data(), head[2].data()};
@@ -110,6 +147,7 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
   out.check(ran, l, name + "scatter/gather: " + (ran ? "" : basp_last_error()));
   TEST_CUDA(cudaStreamSynchronize(stream));
   TEST_CUDA(cudaStreamDestroy(stream));
+  barrier.wait();
   if (ran) {
     for (int t = 0; t < 3; ++t) {
       const int64_t h = basp::test::first_difference(head[t].download(), basp::test::head_expected(kSeed, geoms[t], t, l));
@@ -124,7 +162,7 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
   basp_plan_destroy(plan);
 }
 
-void rank_main(int l, int k, ncclComm_t parent, Failures& out) {
+void rank_main(int l, int k, ncclComm_t parent, Failures& out, Barrier& barrier) {
   TEST_CUDA(cudaSetDevice(l));
   basp_comm_config_t config = nccl_config(2);
   basp_comm_t comm = nullptr;
@@ -137,8 +175,8 @@ void rank_main(int l, int k, ncclComm_t parent, Failures& out) {
             "one group of every rank");
 
   // 1. The exchange.
-  exchange(comm, l, k, BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, 2, out);
-  exchange(comm, l, k, BASP_LAYOUT_SBHD, BASP_DTYPE_FP32, 4, out);
+  exchange(comm, l, k, BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, 2, out, barrier);
+  exchange(comm, l, k, BASP_LAYOUT_SBHD, BASP_DTYPE_FP32, 4, out, barrier);
 
   // 2. A plan that differs on the last rank.
   basp_plan_desc_t desc = qkv_desc(BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, k);
@@ -149,7 +187,7 @@ void rank_main(int l, int k, ncclComm_t parent, Failures& out) {
             std::string("a differing plan: BASP_ERROR_MISMATCH naming num_heads[1], got ") + basp_status_string(rc) +
                 ": " + basp_last_error());
   out.check(plan == nullptr, l, "no plan after a mismatch");
-  exchange(comm, l, k, BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, 2, out);  // the comm is still usable
+  exchange(comm, l, k, BASP_LAYOUT_BSHD, BASP_DTYPE_BF16, 2, out, barrier);  // the comm is still usable
   out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "comm destroy");
 
   // 3. Comm creation that differs on rank 0.
@@ -184,14 +222,23 @@ int main() {
   }
   std::printf("%s: %d ranks, one per GPU, one thread each\n", program, k);
   Failures failures;
+  Barrier barrier(k);
   std::vector<std::thread> threads;
-  for (int l = 0; l < k; ++l) threads.emplace_back(rank_main, l, k, comms[static_cast<size_t>(l)], std::ref(failures));
+  for (int l = 0; l < k; ++l) {
+    threads.emplace_back(rank_main, l, k, comms[static_cast<size_t>(l)], std::ref(failures), std::ref(barrier));
+  }
   for (auto& t : threads) t.join();
-  for (ncclComm_t c : comms) ncclCommDestroy(c);
+  // After a failure a collective may still be enqueued on the parents: abort them (destroy would wait for it).
+  for (ncclComm_t c : comms) {
+    if (failures.failed == 0) {
+      ncclCommDestroy(c);
+    } else {
+      ncclCommAbort(c);
+    }
+  }
 
   basp::test::Tally tally;
   tally.checks = failures.checks;
-  tally.failures = static_cast<int64_t>(failures.lines.size());
-  for (size_t i = 0; i < failures.lines.size() && i < 20; ++i) std::printf("FAILED: %s\n", failures.lines[i].c_str());
+  tally.failures = failures.failed;
   return tally.finish(program);
 }

@@ -68,7 +68,7 @@ std::shared_ptr<runtime::Comm> create_comm_mpi(basp_mpi_fint_t parent, const run
   ncclComm_t comm = nullptr;
   BASP_NCCL_CHECK(ncclCommInitRank(&comm, layout.group_size, root.id, position));
   auto made = make_comm(std::move(layout), rank, options.placement, options.timeout_ms, comm, device);
-  connect_group(*made, options.timeout_ms);
+  connect_group(*made, detail::Deadline(options.timeout_ms));
   return made;
 }
 

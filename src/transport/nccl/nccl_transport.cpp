@@ -55,6 +55,20 @@ basp_status_t GroupComm::async_error(std::string& message) {
 
 void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                           const std::string& where, const detail::Deadline& deadline) {
+  int size = 0;
+  BASP_NCCL_CHECK(ncclCommCount(comm_, &size));
+  collective(allgather_op(send, bytes, recv, size), step, where, deadline);
+}
+
+void GroupComm::alltoall(const void* send, size_t bytes_per_peer, void* recv, const std::string& step,
+                         const std::string& where, const detail::Deadline& deadline) {
+  int size = 0;
+  BASP_NCCL_CHECK(ncclCommCount(comm_, &size));
+  collective(alltoall_op(send, bytes_per_peer, recv, size), step, where, deadline);
+}
+
+void GroupComm::collective(const HostCollective& op, const std::string& step, const std::string& where,
+                           const detail::Deadline& deadline) {
   get(step.c_str());
   const EnqueueGuard guard = [this, &step](const std::function<void()>& enqueue) {
     std::lock_guard<std::mutex> lock(abort_mutex_);
@@ -62,7 +76,7 @@ void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std:
     enqueue();
   };
   try {
-    allgather_to_host(comm_, device_, send, bytes, recv, step, where, deadline, guard);
+    collective_to_host(comm_, device_, op, step, where, deadline, guard);
   } catch (const detail::Error&) {
     // A timeout leaves the all-gather enqueued; any other failure leaves the communicator in an unknown state.
     // Either way it is aborted, not destroyed, when released.
@@ -139,19 +153,7 @@ class NcclExecutor final : public PlanExecutor {
 
   // Every peer block has the same size: one all-to-all moves every tensor.
   void exchange(ncclComm_t comm, cudaStream_t s) {
-    const auto count = static_cast<size_t>(workspace_.peer_stride);
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
-    BASP_NCCL_CHECK(ncclAlltoAll(send_.get(), recv_.get(), count, ncclUint8, comm, s));
-#else
-    // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped point-to-point operations.
-    BASP_NCCL_CHECK(ncclGroupStart());
-    for (int32_t j = 0; j < plan_.group_size; ++j) {
-      const int64_t off = j * workspace_.peer_stride;
-      BASP_NCCL_CHECK(ncclSend(send_.get() + off, count, ncclUint8, j, comm, s));
-      BASP_NCCL_CHECK(ncclRecv(recv_.get() + off, count, ncclUint8, j, comm, s));
-    }
-    BASP_NCCL_CHECK(ncclGroupEnd());
-#endif
+    alltoall_bytes(send_.get(), recv_.get(), static_cast<size_t>(workspace_.peer_stride), comm, s);
   }
 
   std::shared_ptr<GroupComm> comm_;
@@ -191,22 +193,36 @@ void NcclGroupTransport::agree(const runtime::CallRecord& mine) {
 }
 
 void NcclGroupTransport::connect(const detail::Deadline& deadline) {
-  const auto size = context_.members.size();
-  int32_t position = -1;
+  const size_t size = context_.members.size();
+  size_t position = size;
   for (size_t p = 0; p < size; ++p) {
-    if (context_.members[p] == context_.rank) position = static_cast<int32_t>(p);
+    if (context_.members[p] == context_.rank) position = p;
   }
+  BASP_CHECK(position < size, BASP_ERROR_INTERNAL, "world rank ", context_.rank, " is not in ", context_.where);
+  // The ring an all-gather uses, and the point-to-point connections of the exchange's all-to-all. Byte j that
+  // position p sends to position q is (p * size + q) mod 256: what arrives is checked too.
+  const auto code = [size](size_t from, size_t to) { return static_cast<uint8_t>((from * size + to) & 0xff); };
   const auto mine = static_cast<uint8_t>(position & 0xff);
   std::vector<uint8_t> all(size);
-  group_->allgather(&mine, 1, all.data(), "connecting the group's NCCL communicator", context_.where, deadline);
+  group_->allgather(&mine, 1, all.data(), "connecting the group's NCCL communicator (all-gather)", context_.where,
+                    deadline);
   for (size_t p = 0; p < size; ++p) {
-    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the group's ncclAllGather put position ",
-               static_cast<int>(all[p]), " at index ", p, " in ", context_.where);
+    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the group's ncclAllGather put ",
+               static_cast<int>(all[p]), " at position ", p, " in ", context_.where);
+  }
+  std::vector<uint8_t> out(size);
+  std::vector<uint8_t> in(size);
+  for (size_t q = 0; q < size; ++q) out[q] = code(position, q);
+  group_->alltoall(out.data(), 1, in.data(), "connecting the group's NCCL communicator (all-to-all)", context_.where,
+                   deadline);
+  for (size_t p = 0; p < size; ++p) {
+    BASP_CHECK(in[p] == code(p, position), BASP_ERROR_INTERNAL, "the group's all-to-all delivered ",
+               static_cast<int>(in[p]), " from position ", p, " in ", context_.where);
   }
 }
 
-void connect_group(runtime::Comm& comm, int64_t timeout_ms) {
-  dynamic_cast<NcclGroupTransport&>(comm.transport()).connect(detail::Deadline(timeout_ms));
+void connect_group(runtime::Comm& comm, const detail::Deadline& deadline) {
+  dynamic_cast<NcclGroupTransport&>(comm.transport()).connect(deadline);
 }
 
 basp_status_t NcclGroupTransport::async_error(std::string& message) {
@@ -277,7 +293,7 @@ std::shared_ptr<runtime::Comm> create_comm(ncclComm_t parent, const runtime::Com
   BASP_NCCL_CHECK(ncclCommSplit(parent, color, key, &group, nullptr));
   BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", color, ") returned no communicator");
   auto comm = make_comm(std::move(layout), rank, options.placement, options.timeout_ms, group, device);
-  connect_group(*comm, options.timeout_ms);
+  connect_group(*comm, deadline);
   return comm;
 }
 

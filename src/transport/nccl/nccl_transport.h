@@ -19,6 +19,7 @@
 #include "common/deadline.h"
 #include "plan/exchange.h"
 #include "runtime/comm.h"
+#include "transport/nccl/nccl_util.h"
 #include "transport/transport.h"
 
 namespace basp::transport::nccl {
@@ -43,10 +44,16 @@ class GroupComm {
   // communicator is then aborted, not destroyed, when released.
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
                  const detail::Deadline& deadline);
+  // The same for a uniform all-to-all of `bytes_per_peer` bytes per peer (send and recv: size * bytes_per_peer).
+  void alltoall(const void* send, size_t bytes_per_peer, void* recv, const std::string& step,
+                const std::string& where, const detail::Deadline& deadline);
 
  private:
   ncclComm_t comm_;
   int device_;
+  void collective(const HostCollective& op, const std::string& step, const std::string& where,
+                  const detail::Deadline& deadline);
+
   std::atomic<bool> aborted_{false};
   std::atomic<bool> errored_{false};  // async_error() found an asynchronous error, or an all-gather timed out
   std::mutex abort_mutex_;
@@ -80,8 +87,8 @@ class NcclGroupTransport final : public GroupTransport {
   void agree(const runtime::CallRecord& mine) override;
   // Collective over the group, once, at comm creation: NCCL connects peers lazily, inside the first collective
   // that needs a connection, and that wait has no timeout; so the group communicator is connected while every
-  // rank is known to be inside comm creation, by a one-byte all-gather of the positions (which also checks that
-  // NCCL returns them in position order).
+  // rank is known to be inside comm creation: a one-byte all-gather of the positions (the connections of the
+  // checks) and a one-byte-per-peer all-to-all (those of the exchange), both checked for what they deliver.
   void connect(const detail::Deadline& deadline);
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) override;
   // An asynchronous NCCL error leaves the communicator unusable (NCCL requires an abort): the comm is marked
@@ -106,6 +113,6 @@ std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank,
                                          int64_t timeout_ms, ncclComm_t group, int device);
 
 // NcclGroupTransport::connect of a comm made by make_comm.
-void connect_group(runtime::Comm& comm, int64_t timeout_ms);
+void connect_group(runtime::Comm& comm, const detail::Deadline& deadline);
 
 }  // namespace basp::transport::nccl

@@ -67,19 +67,14 @@ class PrivateStream {
 
 }  // namespace
 
-void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
-                       const EnqueueGuard& guard) {
-  int size = 0;
-  BASP_NCCL_CHECK(ncclCommCount(comm, &size));
+void collective_to_host(ncclComm_t comm, int device, const HostCollective& op, const std::string& step,
+                        const std::string& where, const detail::Deadline& deadline, const EnqueueGuard& guard) {
   DeviceScope scope(device);
   PrivateStream stream;  // declared before the buffers: destroyed after their stream-ordered release
-  StreamBuffer send_d(bytes, stream.get());
-  StreamBuffer recv_d(bytes * static_cast<size_t>(size), stream.get());
-  BASP_CUDA_CHECK(cudaMemcpyAsync(send_d.get(), send, bytes, cudaMemcpyHostToDevice, stream.get()));
-  const auto enqueue = [&] {
-    BASP_NCCL_CHECK(ncclAllGather(send_d.get(), recv_d.get(), bytes, ncclUint8, comm, stream.get()));
-  };
+  StreamBuffer send_d(op.send_bytes, stream.get());
+  StreamBuffer recv_d(op.recv_bytes, stream.get());
+  BASP_CUDA_CHECK(cudaMemcpyAsync(send_d.get(), op.send, op.send_bytes, cudaMemcpyHostToDevice, stream.get()));
+  const auto enqueue = [&] { op.enqueue(send_d.get(), recv_d.get(), comm, stream.get()); };
   if (guard) {
     guard(enqueue);
   } else {
@@ -92,17 +87,67 @@ void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t byt
       recv_d.abandon();
       detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ",
                    deadline.timeout_ms(), " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where,
-                   ": a rank did not join the ncclAllGather (or it waits behind work enqueued earlier on the same NCCL "
-                   "communicator), which stays enqueued: that NCCL communicator must be aborted");
+                   ": a rank did not join the ", op.name, " (or it waits behind work enqueued earlier on the same "
+                   "NCCL communicator), which stays enqueued: that NCCL communicator must be aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     state = cudaStreamQuery(stream.get());
   }
   if (state != cudaSuccess) detail::fail_cuda(state, step.c_str());
   // The stream is idle: this pageable copy returns as soon as it is done.
-  BASP_CUDA_CHECK(cudaMemcpyAsync(recv, recv_d.get(), bytes * static_cast<size_t>(size), cudaMemcpyDeviceToHost,
-                                  stream.get()));
+  BASP_CUDA_CHECK(cudaMemcpyAsync(op.recv, recv_d.get(), op.recv_bytes, cudaMemcpyDeviceToHost, stream.get()));
   BASP_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+HostCollective allgather_op(const void* send, size_t bytes, void* recv, int size) {
+  HostCollective op;
+  op.name = "ncclAllGather";
+  op.send = send;
+  op.send_bytes = bytes;
+  op.recv = recv;
+  op.recv_bytes = bytes * static_cast<size_t>(size);
+  op.enqueue = [bytes](void* s, void* r, ncclComm_t c, cudaStream_t st) {
+    BASP_NCCL_CHECK(ncclAllGather(s, r, bytes, ncclUint8, c, st));
+  };
+  return op;
+}
+
+HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, int size) {
+  HostCollective op;
+  op.name = "ncclAlltoAll";
+  op.send = send;
+  op.send_bytes = bytes_per_peer * static_cast<size_t>(size);
+  op.recv = recv;
+  op.recv_bytes = op.send_bytes;
+  op.enqueue = [bytes_per_peer](void* s, void* r, ncclComm_t c, cudaStream_t st) {
+    alltoall_bytes(s, r, bytes_per_peer, c, st);
+  };
+  return op;
+}
+
+void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
+                       const EnqueueGuard& guard) {
+  int size = 0;
+  BASP_NCCL_CHECK(ncclCommCount(comm, &size));
+  collective_to_host(comm, device, allgather_op(send, bytes, recv, size), step, where, deadline, guard);
+}
+
+void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  BASP_NCCL_CHECK(ncclAlltoAll(send, recv, bytes_per_peer, ncclUint8, comm, stream));
+#else
+  // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped point-to-point operations.
+  int size = 0;
+  BASP_NCCL_CHECK(ncclCommCount(comm, &size));
+  BASP_NCCL_CHECK(ncclGroupStart());
+  for (int j = 0; j < size; ++j) {
+    const size_t off = static_cast<size_t>(j) * bytes_per_peer;
+    BASP_NCCL_CHECK(ncclSend(static_cast<const std::byte*>(send) + off, bytes_per_peer, ncclUint8, j, comm, stream));
+    BASP_NCCL_CHECK(ncclRecv(static_cast<std::byte*>(recv) + off, bytes_per_peer, ncclUint8, j, comm, stream));
+  }
+  BASP_NCCL_CHECK(ncclGroupEnd());
+#endif
 }
 
 std::string parent_where(int size) {

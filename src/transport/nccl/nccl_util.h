@@ -41,6 +41,27 @@ std::string error_string(ncclResult_t rc);
 // holds its abort lock there and checks that it was not aborted, so that an abort on another thread never frees
 // the communicator under ncclAllGather.
 using EnqueueGuard = std::function<void(const std::function<void()>& enqueue)>;
+
+// Any NCCL collective run host to host like allgather_to_host: `enqueue` issues it on device copies of `send`
+// and `recv`. `name` names it in the timeout message.
+struct HostCollective {
+  const char* name = "";
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+  std::function<void(void* send, void* recv, ncclComm_t comm, cudaStream_t stream)> enqueue;
+};
+void collective_to_host(ncclComm_t comm, int device, const HostCollective& op, const std::string& step,
+                        const std::string& where, const detail::Deadline& deadline, const EnqueueGuard& guard);
+// ncclAllGather of `bytes` per rank (recv: size * bytes), and the uniform all-to-all of `bytes_per_peer` (send
+// and recv: size * bytes_per_peer), over a communicator of `size` ranks.
+HostCollective allgather_op(const void* send, size_t bytes, void* recv, int size);
+HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, int size);
+
+// The uniform all-to-all of `bytes_per_peer` bytes per peer: ncclAlltoAll (NCCL 2.28+), else grouped
+// ncclSend/ncclRecv. Enqueues only.
+void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream);
 void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
                        const std::string& step, const std::string& where, const detail::Deadline& deadline,
                        const EnqueueGuard& guard = nullptr);
