@@ -194,11 +194,7 @@ void NcclGroupTransport::agree(const runtime::CallRecord& mine) {
 
 void NcclGroupTransport::connect(const detail::Deadline& deadline) {
   const size_t size = context_.members.size();
-  size_t position = size;
-  for (size_t p = 0; p < size; ++p) {
-    if (context_.members[p] == context_.rank) position = p;
-  }
-  BASP_CHECK(position < size, BASP_ERROR_INTERNAL, "world rank ", context_.rank, " is not in ", context_.where);
+  const auto position = static_cast<size_t>(context_.position);
   // The ring an all-gather uses, and the point-to-point connections of the exchange's all-to-all. Byte j that
   // position p sends to position q is (p * size + q) mod 256: what arrives is checked too.
   const auto code = [size](size_t from, size_t to) { return static_cast<uint8_t>((from * size + to) & 0xff); };
@@ -253,7 +249,7 @@ std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank,
   context.members = layout.members[g];
   context.where = runtime::describe_group(layout, g);
   context.timeout_ms = timeout_ms;
-  context.rank = rank;
+  context.position = layout.position_of[rank];
   auto transport = std::make_unique<NcclGroupTransport>(std::move(owner), std::move(context));
   return std::make_shared<runtime::Comm>(std::move(layout), rank, placement, std::move(transport));
 }

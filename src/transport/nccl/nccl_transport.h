@@ -25,8 +25,8 @@
 namespace basp::transport::nccl {
 
 // One rank's communicator of its group, shared by the transport and by every plan made from it (plans outlive
-// the comm handle). Released with the last owner: ncclCommDestroy, or ncclCommAbort once async_error() found an
-// error (NCCL requires it), or nothing when abort() already ran.
+// the comm handle). Released with the last owner: ncclCommDestroy, or ncclCommAbort when NCCL reports an
+// asynchronous error or a host-side collective failed (NCCL requires it), or nothing when abort() already ran.
 class GroupComm {
  public:
   GroupComm(ncclComm_t comm, int device);
@@ -40,8 +40,8 @@ class GroupComm {
   basp_status_t async_error(std::string& message);
   // ncclCommAbort, once; later calls do nothing.
   void abort();
-  // A host-side all-gather over the group (allgather_to_host). A timeout leaves the collective enqueued: the
-  // communicator is then aborted, not destroyed, when released.
+  // A host-side all-gather over the group (collective_to_host). Any failure (a timeout leaves the collective
+  // enqueued) makes the communicator aborted, not destroyed, when released.
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
                  const detail::Deadline& deadline);
   // The same for a uniform all-to-all of `bytes_per_peer` bytes per peer (send and recv: size * bytes_per_peer).
@@ -55,7 +55,7 @@ class GroupComm {
                   const detail::Deadline& deadline);
 
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> errored_{false};  // async_error() found an asynchronous error, or an all-gather timed out
+  std::atomic<bool> errored_{false};  // async_error() found an error, or a host-side collective failed
   std::mutex abort_mutex_;
 };
 
@@ -71,7 +71,7 @@ std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, con
 // Who the group is, for the consistency check and its messages.
 struct GroupContext {
   std::vector<int32_t> members;  // world rank of each position
-  int32_t rank = 0;              // this rank's world rank
+  int32_t position = 0;          // this rank's position in the group
   std::string where;             // "group 0 (world ranks 0..3)"
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
 };

@@ -126,11 +126,10 @@ HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, 
 }
 
 void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
-                       const EnqueueGuard& guard) {
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline) {
   int size = 0;
   BASP_NCCL_CHECK(ncclCommCount(comm, &size));
-  collective_to_host(comm, device, allgather_op(send, bytes, recv, size), step, where, deadline, guard);
+  collective_to_host(comm, device, allgather_op(send, bytes, recv, size), step, where, deadline);
 }
 
 void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream) {

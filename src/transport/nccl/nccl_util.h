@@ -28,22 +28,12 @@ std::string error_string(ncclResult_t rc);
     }                                                                                                      \
   } while (0)
 
-// One ncclAllGather of `bytes` per rank, host memory to host memory (`recv`: size * bytes, in rank order), for the
-// host-side collective steps (comm and plan creation, basp_mem_alloc/free; never an execute). It runs on a
-// private non-blocking stream of `device` with stream-ordered device buffers, so it does not wait for the
-// caller's CUDA streams; NCCL, though, runs a communicator's operations in the order they were enqueued, so it
-// does wait behind exchanges already enqueued on `comm`. The host polls the stream until `deadline`: a rank
-// that never joins gives BASP_ERROR_TIMEOUT naming `step` and `where` instead of a hang. (Not covered: NCCL
-// connects peers lazily, inside the first collective of a communicator that needs a connection, and that
-// blocks in the NCCL call itself; create_comm therefore connects a new group communicator right away.) After a
-// timeout the collective stays enqueued (the device buffers are released only if it ever completes); the
-// communicator must then be aborted. `guard`, when given, runs the NCCL enqueue (not the wait): the group comm
-// holds its abort lock there and checks that it was not aborted, so that an abort on another thread never frees
-// the communicator under ncclAllGather.
+// Runs `enqueue` (an NCCL call) for collective_to_host: the group comm holds its abort lock there and checks that
+// it was not aborted, so that an abort on another thread never frees the communicator under the NCCL call.
 using EnqueueGuard = std::function<void(const std::function<void()>& enqueue)>;
 
-// Any NCCL collective run host to host like allgather_to_host: `enqueue` issues it on device copies of `send`
-// and `recv`. `name` names it in the timeout message.
+// One NCCL collective of the host-side steps (comm and plan creation, basp_mem_alloc/free; never an execute):
+// `enqueue` issues it on device copies of `send` and `recv`; `name` names it in messages.
 struct HostCollective {
   const char* name = "";
   const void* send = nullptr;
@@ -52,19 +42,31 @@ struct HostCollective {
   size_t recv_bytes = 0;
   std::function<void(void* send, void* recv, ncclComm_t comm, cudaStream_t stream)> enqueue;
 };
+
+// Runs `op` host memory to host memory on a private non-blocking stream of `device`, with stream-ordered device
+// buffers, so it does not wait for the caller's CUDA streams; NCCL, though, runs a communicator's operations in
+// the order they were enqueued, so it does wait behind exchanges already enqueued on `comm`. The host polls the
+// stream until `deadline`: a rank that never joins gives BASP_ERROR_TIMEOUT naming `step` and `where` instead of
+// a hang. (Not covered: NCCL connects peers lazily, inside the first collective of a communicator that needs a
+// connection, and that blocks in the NCCL call itself; the creators therefore connect a new group communicator
+// right away.) After a timeout the collective stays enqueued (the device buffers are released only if it ever
+// completes); the communicator must then be aborted. `guard`, when given, runs the enqueue (not the wait).
 void collective_to_host(ncclComm_t comm, int device, const HostCollective& op, const std::string& step,
-                        const std::string& where, const detail::Deadline& deadline, const EnqueueGuard& guard);
-// ncclAllGather of `bytes` per rank (recv: size * bytes), and the uniform all-to-all of `bytes_per_peer` (send
-// and recv: size * bytes_per_peer), over a communicator of `size` ranks.
+                        const std::string& where, const detail::Deadline& deadline,
+                        const EnqueueGuard& guard = nullptr);
+
+// ncclAllGather of `bytes` per rank (recv: size * bytes, in rank order), and the uniform all-to-all of
+// `bytes_per_peer` (send and recv: size * bytes_per_peer), over a communicator of `size` ranks.
 HostCollective allgather_op(const void* send, size_t bytes, void* recv, int size);
 HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, int size);
 
-// The uniform all-to-all of `bytes_per_peer` bytes per peer: ncclAlltoAll (NCCL 2.28+), else grouped
-// ncclSend/ncclRecv. Enqueues only.
-void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream);
+// collective_to_host of allgather_op over all of `comm`.
 void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline,
-                       const EnqueueGuard& guard = nullptr);
+                       const std::string& step, const std::string& where, const detail::Deadline& deadline);
+
+// The uniform all-to-all of `bytes_per_peer` bytes per peer: ncclAlltoAll (NCCL 2.28+), else grouped
+// ncclSend/ncclRecv. Enqueues only (the executor's exchange and alltoall_op).
+void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream);
 
 // "the parent NCCL communicator (4 ranks)": where a comm-creation step runs, for messages.
 std::string parent_where(int size);
