@@ -72,22 +72,32 @@ CostOptions parse(int argc, char** argv) {
     }
     if (a + 1 >= argc) throw ArgError(arg + ": missing value (or unknown option; see --help)");
     const std::string v = argv[++a];
-    if (arg == "-b") o.bytes = parse_size(v, "-b");
-    else if (arg == "-n") o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
-    else if (arg == "-w") o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000));
-    else if (arg == "-B") o.micro_batches = parse_int_list(v, "-B", 1, 1000000);
-    else if (arg == "--heads") o.heads = parse_int(v, "--heads", 1, 1000000);
-    else if (arg == "--head-dim") o.head_dim = parse_int(v, "--head-dim", 1, 1000000);
+    if (arg == "-b")
+      o.bytes = parse_size(v, "-b");
+    else if (arg == "-n")
+      o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
+    else if (arg == "-w")
+      o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000));
+    else if (arg == "-B")
+      o.micro_batches = parse_int_list(v, "-B", 1, 1000000);
+    else if (arg == "--heads")
+      o.heads = parse_int(v, "--heads", 1, 1000000);
+    else if (arg == "--head-dim")
+      o.head_dim = parse_int(v, "--head-dim", 1, 1000000);
     else if (arg == "--mem") {
       const std::string m = v;
       if (m != "host" && m != "shared") throw ArgError("--mem ('" + m + "'): must be host or shared");
       o.shared_memory = m == "shared";
-    }
-    else if (arg == "-d") o.dtype = parse_dtype(v);
-    else if (arg == "--layout") o.layout = parse_layout(v);
-    else if (arg == "-c") o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
-    else if (arg == "-J") o.json_path = v;
-    else throw ArgError("unknown option '" + arg + "'");
+    } else if (arg == "-d")
+      o.dtype = parse_dtype(v);
+    else if (arg == "--layout")
+      o.layout = parse_layout(v);
+    else if (arg == "-c")
+      o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
+    else if (arg == "-J")
+      o.json_path = v;
+    else
+      throw ArgError("unknown option '" + arg + "'");
   }
   return o;
 }
@@ -148,11 +158,15 @@ class LayoutCost {
     for (Buffer* b : {&seq_in_, &head_out_, &seq_back_, &a2a_send_, &a2a_recv_}) {
       *b = Buffer(*memory_, static_cast<size_t>(max_bytes));
     }
-    print("# " + std::string(kProgram) + ": basp_scatter and basp_gather against a bare MPI_Alltoall of the same "
-          "bytes over the same K ranks\n# nranks " + std::to_string(size_) + ", one tensor of heads " +
-          std::to_string(o_.heads) + " head-dim " + std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " +
-          layout_name(o_.layout) + ", runs " + std::to_string(o_.runs) + " (median of the slowest rank's time), "
-          "warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + ", memory " +
+    print("# " + std::string(kProgram) +
+          ": basp_scatter and basp_gather against a bare MPI_Alltoall of the same "
+          "bytes over the same K ranks\n# nranks " +
+          std::to_string(size_) + ", one tensor of heads " + std::to_string(o_.heads) + " head-dim " +
+          std::to_string(o_.head_dim) + " " + dtype_name(o_.dtype) + " " + layout_name(o_.layout) + ", runs " +
+          std::to_string(o_.runs) +
+          " (median of the slowest rank's time), "
+          "warmup " +
+          std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" + transport_env() + ", memory " +
           (o_.shared_memory ? "shared (basp_mem_alloc)" : "host") + "\n# " + utc_date() +
           "\n# every run times every configuration and operation, in an order that rotates from run to run\n#\n");
     for (const RowShape& r : rows_) {
@@ -173,8 +187,9 @@ class LayoutCost {
       std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
       MPI_Abort(world_, 3);
     }
-    print("#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
-          "gather/a2a  #wrong  path\n");
+    print(
+        "#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
+        "gather/a2a  #wrong  path\n");
     for (const auto& c : configs_) {
       const Result& res = c->res;
       char line[256];
@@ -237,8 +252,8 @@ class LayoutCost {
         char line[128];
         const double tu = u->res.scatter_ms + u->res.gather_ms;
         const double tb = b->res.scatter_ms + b->res.gather_ms;
-        std::snprintf(line, sizeof line, "%6lld %12.2f %9.2f %13.2f\n", static_cast<long long>(u->res.micro_batch),
-                      tu, tb, tu / tb);
+        std::snprintf(line, sizeof line, "%6lld %12.2f %9.2f %13.2f\n", static_cast<long long>(u->res.micro_batch), tu,
+                      tb, tu / tb);
         print(line);
       }
     }
@@ -348,8 +363,7 @@ class LayoutCost {
         << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"dtype\": " << json_string(dtype_name(o_.dtype))
         << ",\n  \"layout\": " << json_string(layout_name(o_.layout)) << ",\n  \"runs\": " << o_.runs
         << ",\n  \"warmup\": " << o_.warmup << ",\n  \"mpi_transport\": " << json_string(transport_env())
-        << ",\n  \"memory\": " << json_string(o_.shared_memory ? "shared" : "host")
-        << ",\n  \"results\": [";
+        << ",\n  \"memory\": " << json_string(o_.shared_memory ? "shared" : "host") << ",\n  \"results\": [";
     for (size_t i = 0; i < configs_.size(); ++i) {
       const Result& r = configs_[i]->res;
       out << (i ? ",\n" : "\n") << "    {\"B\": " << r.micro_batch << ", \"mode\": " << json_string(r.mode)
@@ -359,8 +373,7 @@ class LayoutCost {
           << ", \"wrong\": " << (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong))
           << ", \"path\": " << json_string(path_name(r.path)) << "}";
     }
-    out << "\n  ],\n  \"out_of_bounds\": " << (o_.check ? std::to_string(total_wrong) : std::string("null"))
-        << "\n}\n";
+    out << "\n  ],\n  \"out_of_bounds\": " << (o_.check ? std::to_string(total_wrong) : std::string("null")) << "\n}\n";
   }
 
   CostOptions o_;

@@ -10,7 +10,7 @@ std::vector<basp::bench::Exchange> exchanges(const basp::bench::PerfOptions& o) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const basp::bench::PerfOp op{"basp_scatter_perf", "head scatter of Q, K, V in one exchange",
-                               "the Q, K and V inputs", &exchanges};
+  const basp::bench::PerfOp op{"basp_scatter_perf", "head scatter of Q, K, V in one exchange", "the Q, K and V inputs",
+                               &exchanges};
   return basp::bench::perf_main(argc, argv, op);
 }

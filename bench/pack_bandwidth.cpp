@@ -33,13 +33,13 @@ constexpr int64_t kElem = 2;
 constexpr int64_t kLocalSequences = 2;
 constexpr double kTarget = 0.90;
 
-#define BENCH_CUDA(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t bench_rc_ = (call);                                                                  \
-    if (bench_rc_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(bench_rc_));   \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
+#define BENCH_CUDA(call)                                                                                 \
+  do {                                                                                                   \
+    const cudaError_t bench_rc_ = (call);                                                                \
+    if (bench_rc_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(bench_rc_)); \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
   } while (0)
 
 struct Options {
@@ -60,9 +60,12 @@ bool parse_size(const char* text, int64_t* out) {
   const unsigned long long v = std::strtoull(text, &end, 10);
   if (errno != 0 || end == text) return false;
   int shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10;
-  else if (*end == 'M' || *end == 'm') shift = 20;
-  else if (*end == 'G' || *end == 'g') shift = 30;
+  if (*end == 'K' || *end == 'k')
+    shift = 10;
+  else if (*end == 'M' || *end == 'm')
+    shift = 20;
+  else if (*end == 'G' || *end == 'g')
+    shift = 30;
   if (shift != 0) ++end;
   if (*end != '\0' || v == 0 || v > (1ull << 36) >> shift) return false;
   *out = static_cast<int64_t>(v << shift);
@@ -172,17 +175,19 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("# basp_pack_bandwidth: device pack/unpack vs cudaMemcpyAsync D2D on %s (sm_%d%d, %d SMs)\n", prop.name,
               prop.major, prop.minor, prop.multiProcessorCount);
-  std::printf("# H %lld, D %lld, %lld-byte elements, b_loc %lld; median of %d runs after %d warm-up; GB/s = (read + "
-              "written) / time\n",
-              static_cast<long long>(kHeads), static_cast<long long>(kHeadDim), static_cast<long long>(kElem),
-              static_cast<long long>(kLocalSequences), o.iters, o.warmup);
+  std::printf(
+      "# H %lld, D %lld, %lld-byte elements, b_loc %lld; median of %d runs after %d warm-up; GB/s = (read + "
+      "written) / time\n",
+      static_cast<long long>(kHeads), static_cast<long long>(kHeadDim), static_cast<long long>(kElem),
+      static_cast<long long>(kLocalSequences), o.iters, o.warmup);
   std::printf("#%13s %6s %3s %-15s %10s %9s %12s %8s\n", "size(B)", "layout", "K", "op", "time(us)", "GB/s",
               "memcpy GB/s", "%memcpy");
   cudaStream_t stream = nullptr;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   FILE* json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
-  if (json) std::fprintf(json, "{\"device\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [\n", prop.name, o.iters,
-                         o.warmup);
+  if (json)
+    std::fprintf(json, "{\"device\": \"%s\", \"iters\": %d, \"warmup\": %d, \"results\": [\n", prop.name, o.iters,
+                 o.warmup);
   bool first_json = true;
   double worst = 1e9;
   int below = 0;
@@ -233,29 +238,20 @@ int main(int argc, char** argv) {
         using basp::layout::cuda::launch_scatter_pack;
         using basp::layout::cuda::launch_scatter_unpack;
         const Op ops[] = {
-            {"scatter_pack",
-             [](const auto& g, const auto& ws, const void* const* in, void* const*, std::byte* w, cudaStream_t s) {
-               return launch_scatter_pack(&g, 1, ws, in, w, s);
-             }},
-            {"scatter_unpack",
-             [](const auto& g, const auto& ws, const void* const*, void* const* out, std::byte* w, cudaStream_t s) {
-               return launch_scatter_unpack(&g, 1, ws, w, out, s);
-             }},
-            {"gather_pack",
-             [](const auto& g, const auto& ws, const void* const* in, void* const*, std::byte* w, cudaStream_t s) {
-               return launch_gather_pack(&g, 1, ws, in, w, s);
-             }},
-            {"gather_unpack",
-             [](const auto& g, const auto& ws, const void* const*, void* const* out, std::byte* w, cudaStream_t s) {
-               return launch_gather_unpack(&g, 1, ws, w, out, s);
-             }},
+            {"scatter_pack", [](const auto& g, const auto& ws, const void* const* in, void* const*, std::byte* w,
+                                cudaStream_t s) { return launch_scatter_pack(&g, 1, ws, in, w, s); }},
+            {"scatter_unpack", [](const auto& g, const auto& ws, const void* const*, void* const* out, std::byte* w,
+                                  cudaStream_t s) { return launch_scatter_unpack(&g, 1, ws, w, out, s); }},
+            {"gather_pack", [](const auto& g, const auto& ws, const void* const* in, void* const*, std::byte* w,
+                               cudaStream_t s) { return launch_gather_pack(&g, 1, ws, in, w, s); }},
+            {"gather_unpack", [](const auto& g, const auto& ws, const void* const*, void* const* out, std::byte* w,
+                                 cudaStream_t s) { return launch_gather_unpack(&g, 1, ws, w, out, s); }},
         };
         const void* const* inputs[] = {seq_in, nullptr, head_in, nullptr};
         void* const* outputs[] = {nullptr, head_out, nullptr, seq_out};
         for (int i = 0; i < 4; ++i) {
-          const double ms = median_ms(o, stream, [&] {
-            BENCH_CUDA(ops[i].run(g, ws, inputs[i], outputs[i], wire.get(), stream));
-          });
+          const double ms =
+              median_ms(o, stream, [&] { BENCH_CUDA(ops[i].run(g, ws, inputs[i], outputs[i], wire.get(), stream)); });
           const double bw = gbps(bytes, ms);
           const double ratio = bw / copy_gbps;
           worst = std::min(worst, ratio);
@@ -295,9 +291,10 @@ int main(int argc, char** argv) {
     std::fclose(json);
   }
   BENCH_CUDA(cudaStreamDestroy(stream));
-  std::printf("# Lowest pack/unpack bandwidth: %.1f%% of cudaMemcpyAsync D2D (target >= %.0f%%); %d of the rows "
-              "below target\n",
-              100.0 * worst, 100.0 * kTarget, below);
+  std::printf(
+      "# Lowest pack/unpack bandwidth: %.1f%% of cudaMemcpyAsync D2D (target >= %.0f%%); %d of the rows "
+      "below target\n",
+      100.0 * worst, 100.0 * kTarget, below);
   std::printf("# Round-trip check: %s\n", !o.check ? "not run (-c 0)" : failed_checks == 0 ? "OK" : "FAILED");
   return failed_checks == 0 ? 0 : 1;
 }

@@ -31,7 +31,7 @@ struct Named {
 };
 
 constexpr Named kDtypes[] = {
-    {"byte", BASP_DTYPE_BYTE},         {"uint8", BASP_DTYPE_BYTE},       {"int8", BASP_DTYPE_BYTE},
+    {"byte", BASP_DTYPE_BYTE},         {"uint8", BASP_DTYPE_BYTE},        {"int8", BASP_DTYPE_BYTE},
     {"fp8_e4m3", BASP_DTYPE_FP8_E4M3}, {"fp8_e5m2", BASP_DTYPE_FP8_E5M2}, {"fp16", BASP_DTYPE_FP16},
     {"half", BASP_DTYPE_FP16},         {"bf16", BASP_DTYPE_BF16},         {"bfloat16", BASP_DTYPE_BF16},
     {"fp32", BASP_DTYPE_FP32},         {"float", BASP_DTYPE_FP32},        {"fp64", BASP_DTYPE_FP64},
@@ -50,8 +50,27 @@ int32_t lookup(const Named (&table)[N], const std::string& text, const char* opt
 
 // Options that take a value, by their spelling on the command line.
 enum class Opt {
-  kMinBytes, kMaxBytes, kStepBytes, kStepFactor, kIters, kWarmup, kCheck, kDtype, kBlocking, kGraph, kAverage,
-  kJson, kMicroBatch, kMode, kLayout, kHeads, kKvHeads, kHeadDim, kBackend, kPlacement, kCorrupt,
+  kMinBytes,
+  kMaxBytes,
+  kStepBytes,
+  kStepFactor,
+  kIters,
+  kWarmup,
+  kCheck,
+  kDtype,
+  kBlocking,
+  kGraph,
+  kAverage,
+  kJson,
+  kMicroBatch,
+  kMode,
+  kLayout,
+  kHeads,
+  kKvHeads,
+  kHeadDim,
+  kBackend,
+  kPlacement,
+  kCorrupt,
 };
 
 struct OptSpec {
@@ -61,16 +80,26 @@ struct OptSpec {
 };
 
 constexpr OptSpec kOpts[] = {
-    {"-b", "--minbytes", Opt::kMinBytes},   {"-e", "--maxbytes", Opt::kMaxBytes},
-    {"-i", "--stepbytes", Opt::kStepBytes}, {"-f", "--stepfactor", Opt::kStepFactor},
-    {"-n", "--iters", Opt::kIters},         {"-w", "--warmup_iters", Opt::kWarmup},
-    {"-c", "--check", Opt::kCheck},         {"-d", "--datatype", Opt::kDtype},
-    {"-z", "--blocking", Opt::kBlocking},   {"-G", "--cudagraph", Opt::kGraph},
-    {"-a", "--average", Opt::kAverage},     {"-J", "--output_file", Opt::kJson},
-    {"-B", "--micro-batch", Opt::kMicroBatch}, {nullptr, "--mode", Opt::kMode},
-    {nullptr, "--layout", Opt::kLayout},    {nullptr, "--heads", Opt::kHeads},
-    {nullptr, "--kv-heads", Opt::kKvHeads}, {nullptr, "--head-dim", Opt::kHeadDim},
-    {nullptr, "--backend", Opt::kBackend},  {nullptr, "--placement", Opt::kPlacement},
+    {"-b", "--minbytes", Opt::kMinBytes},
+    {"-e", "--maxbytes", Opt::kMaxBytes},
+    {"-i", "--stepbytes", Opt::kStepBytes},
+    {"-f", "--stepfactor", Opt::kStepFactor},
+    {"-n", "--iters", Opt::kIters},
+    {"-w", "--warmup_iters", Opt::kWarmup},
+    {"-c", "--check", Opt::kCheck},
+    {"-d", "--datatype", Opt::kDtype},
+    {"-z", "--blocking", Opt::kBlocking},
+    {"-G", "--cudagraph", Opt::kGraph},
+    {"-a", "--average", Opt::kAverage},
+    {"-J", "--output_file", Opt::kJson},
+    {"-B", "--micro-batch", Opt::kMicroBatch},
+    {nullptr, "--mode", Opt::kMode},
+    {nullptr, "--layout", Opt::kLayout},
+    {nullptr, "--heads", Opt::kHeads},
+    {nullptr, "--kv-heads", Opt::kKvHeads},
+    {nullptr, "--head-dim", Opt::kHeadDim},
+    {nullptr, "--backend", Opt::kBackend},
+    {nullptr, "--placement", Opt::kPlacement},
     {nullptr, "--corrupt", Opt::kCorrupt},
 };
 
@@ -120,9 +149,12 @@ int64_t parse_size(const std::string& text, const char* option) {
   int64_t unit = 1;
   if (i < text.size()) {
     switch (text[i]) {
-      case 'K': case 'k': unit = int64_t{1} << 10; break;
-      case 'M': case 'm': unit = int64_t{1} << 20; break;
-      case 'G': case 'g': unit = int64_t{1} << 30; break;
+      case 'K':
+      case 'k': unit = int64_t{1} << 10; break;
+      case 'M':
+      case 'm': unit = int64_t{1} << 20; break;
+      case 'G':
+      case 'g': unit = int64_t{1} << 30; break;
       default: bad(option, text, "not a size: expected digits with an optional K, M or G suffix");
     }
     ++i;
@@ -163,8 +195,9 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option,
     try {
       out.push_back(parse_int(item, option, lo, hi));
     } catch (const ArgError& e) {
-      bad(option, text, std::string("item ") + quoted(item) + " is not an integer in " + std::to_string(lo) + ".." +
-                            std::to_string(hi));
+      bad(option, text,
+          std::string("item ") + quoted(item) + " is not an integer in " + std::to_string(lo) + ".." +
+              std::to_string(hi));
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -172,9 +205,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option,
   return out;
 }
 
-basp_dtype_t parse_dtype(const std::string& text) {
-  return static_cast<basp_dtype_t>(lookup(kDtypes, text, "-d"));
-}
+basp_dtype_t parse_dtype(const std::string& text) { return static_cast<basp_dtype_t>(lookup(kDtypes, text, "-d")); }
 
 basp_layout_t parse_layout(const std::string& text) {
   constexpr Named kLayouts[] = {{"bshd", BASP_LAYOUT_BSHD}, {"sbhd", BASP_LAYOUT_SBHD}};
@@ -190,11 +221,9 @@ int32_t parse_placement(const std::string& text) {
   if (text == "topology" && kPlacementTopology < 0) {
     bad("--placement", text, "this libbasp has no topology-aware placement (BASP_PLACEMENT_TOPOLOGY)");
   }
-  constexpr Named kPlacements[] = {{"default", BASP_PLACEMENT_DEFAULT},
-                                   {"contiguous", BASP_PLACEMENT_CONTIGUOUS},
-                                   {"topology", kPlacementTopology}};
-  constexpr Named kWithoutTopology[] = {{"default", BASP_PLACEMENT_DEFAULT},
-                                        {"contiguous", BASP_PLACEMENT_CONTIGUOUS}};
+  constexpr Named kPlacements[] = {
+      {"default", BASP_PLACEMENT_DEFAULT}, {"contiguous", BASP_PLACEMENT_CONTIGUOUS}, {"topology", kPlacementTopology}};
+  constexpr Named kWithoutTopology[] = {{"default", BASP_PLACEMENT_DEFAULT}, {"contiguous", BASP_PLACEMENT_CONTIGUOUS}};
   if (kPlacementTopology < 0) return lookup(kWithoutTopology, text, "--placement");
   return lookup(kPlacements, text, "--placement");
 }
@@ -282,8 +311,8 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
     apply(o, spec->opt, name, value);
   }
   if (o.min_bytes > o.max_bytes) {
-    throw ArgError("-b (" + std::to_string(o.min_bytes) + " bytes) is larger than -e (" +
-                   std::to_string(o.max_bytes) + " bytes)");
+    throw ArgError("-b (" + std::to_string(o.min_bytes) + " bytes) is larger than -e (" + std::to_string(o.max_bytes) +
+                   " bytes)");
   }
   if (o.step_factor > 1 && step_bytes_given) {
     throw ArgError("-f (" + std::to_string(o.step_factor) + ") and -i (" + std::to_string(o.step_bytes) +
@@ -301,8 +330,8 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
   }
   if (sizes > kMaxSizes) {
     throw ArgError("-b/-e/-i/-f (" + std::to_string(o.min_bytes) + " to " + std::to_string(o.max_bytes) +
-                   " bytes, step " + (o.step_factor > 1 ? "x" + std::to_string(o.step_factor)
-                                                         : "+" + std::to_string(o.step_bytes)) +
+                   " bytes, step " +
+                   (o.step_factor > 1 ? "x" + std::to_string(o.step_factor) : "+" + std::to_string(o.step_bytes)) +
                    ") describe more than " + std::to_string(kMaxSizes) + " sizes");
   }
   if (o.graph_launches > 0 && o.backend == BASP_BACKEND_MPI) {
@@ -353,8 +382,7 @@ std::string perf_usage(const char* program) {
     << "      --kv-heads <n>         key/value heads Hkv, default 8\n"
     << "      --head-dim <n>         head dimension D, default 128\n"
     << "      --backend <b>          mpi (host memory) or nccl (device memory), default mpi\n"
-    << "      --placement <p>        default, contiguous" << (kPlacementTopology >= 0 ? ", topology" : "")
-    << "\n"
+    << "      --placement <p>        default, contiguous" << (kPlacementTopology >= 0 ? ", topology" : "") << "\n"
     << "size = bytes per rank of the sequence-sharded tensors one iteration moves; see docs/benchmarks.md\n";
   return u.str();
 }

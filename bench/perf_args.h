@@ -26,18 +26,18 @@ constexpr int64_t kMaxBytes = int64_t{1} << 40;  // 1 TiB
 constexpr int64_t kMaxSizes = 4096;
 
 struct PerfOptions {
-  int64_t min_bytes = 32 << 20;  // -b
-  int64_t max_bytes = 32 << 20;  // -e
-  int64_t step_bytes = 1 << 20;  // -i (used when step_factor == 1)
-  int64_t step_factor = 1;       // -f
-  int32_t iters = 20;            // -n
-  int32_t warmup_iters = 1;      // -w
-  int32_t check = 1;             // -c
-  basp_dtype_t dtype = BASP_DTYPE_BF16;  // -d
-  int32_t blocking = 0;          // -z
-  int32_t graph_launches = 0;    // -G
-  int32_t average = 1;           // -a: 0 rank 0, 1 mean, 2 min, 3 max over ranks
-  std::string json_path;         // -J
+  int64_t min_bytes = 32 << 20;           // -b
+  int64_t max_bytes = 32 << 20;           // -e
+  int64_t step_bytes = 1 << 20;           // -i (used when step_factor == 1)
+  int64_t step_factor = 1;                // -f
+  int32_t iters = 20;                     // -n
+  int32_t warmup_iters = 1;               // -w
+  int32_t check = 1;                      // -c
+  basp_dtype_t dtype = BASP_DTYPE_BF16;   // -d
+  int32_t blocking = 0;                   // -z
+  int32_t graph_launches = 0;             // -G
+  int32_t average = 1;                    // -a: 0 rank 0, 1 mean, 2 min, 3 max over ranks
+  std::string json_path;                  // -J
   std::vector<int64_t> micro_batches{2};  // -B
   Mode mode = Mode::kBoth;
   basp_layout_t layout = BASP_LAYOUT_BSHD;

@@ -68,9 +68,8 @@ Shard head_shard(const basp_rank_info_t& info, basp_layout_t layout, int64_t ele
 void fill_expected(const Shard& shard, uint64_t seed, int64_t tensor_id, void* data) {
   auto* out = static_cast<unsigned char*>(data);
   const size_t elem = static_cast<size_t>(shard.elem);
-  for_each_element(shard, seed, tensor_id, [&](int64_t i, uint64_t bits) {
-    std::memcpy(out + static_cast<size_t>(i) * elem, &bits, elem);
-  });
+  for_each_element(shard, seed, tensor_id,
+                   [&](int64_t i, uint64_t bits) { std::memcpy(out + static_cast<size_t>(i) * elem, &bits, elem); });
 }
 
 int64_t count_wrong(const Shard& shard, uint64_t seed, int64_t tensor_id, const void* data) {

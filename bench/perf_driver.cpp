@@ -46,8 +46,7 @@ struct ExchangeBuffers {
 
 class Driver {
  public:
-  Driver(const PerfOp& op, PerfOptions options, MPI_Comm world)
-      : op_(op), o_(std::move(options)), world_(world) {
+  Driver(const PerfOp& op, PerfOptions options, MPI_Comm world) : op_(op), o_(std::move(options)), world_(world) {
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
     exchanges_ = op_.exchanges(o_);
@@ -162,8 +161,8 @@ class Driver {
          placement_name(o_.placement) + " layout " + layout_name(o_.layout) + " heads " + std::to_string(o_.heads) +
          " kv-heads " + std::to_string(o_.kv_heads) + " head-dim " + std::to_string(o_.head_dim) + " type " +
          dtype_name(o_.dtype) + " mode " + mode_name(o_.mode) + "\n";
-    const std::string step = o_.step_factor > 1 ? std::to_string(o_.step_factor) + "(factor)"
-                                                : std::to_string(o_.step_bytes) + "(bytes)";
+    const std::string step =
+        o_.step_factor > 1 ? std::to_string(o_.step_factor) + "(factor)" : std::to_string(o_.step_bytes) + "(bytes)";
     p += "# minBytes " + std::to_string(o_.min_bytes) + " maxBytes " + std::to_string(o_.max_bytes) + " step: " + step +
          " warmup iters: " + std::to_string(o_.warmup_iters) + " iters: " + std::to_string(o_.iters) +
          " validation: " + std::to_string(o_.check) + " blocking: " + std::to_string(o_.blocking) +
@@ -291,8 +290,8 @@ class Driver {
         try {
           plans.emplace_back(comm, desc);
         } catch (const basp::Error& err) {
-          throw std::runtime_error("creating the plan (B = " + std::to_string(r.micro_batch) + ", S = " +
-                                   std::to_string(r.seq_len) + ", K = " + std::to_string(info.group_size) +
+          throw std::runtime_error("creating the plan (B = " + std::to_string(r.micro_batch) +
+                                   ", S = " + std::to_string(r.seq_len) + ", K = " + std::to_string(info.group_size) +
                                    "): " + err.what());
         }
         // The check's shapes come from plain formulas; they must agree with the library's view of the plan.

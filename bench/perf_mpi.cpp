@@ -35,9 +35,7 @@ double combine_time(MPI_Comm comm, double seconds, int average) {
     case 0: MPI_Bcast(&out, 1, MPI_DOUBLE, 0, comm); break;
     case 2: MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MIN, comm); break;
     case 3: MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_MAX, comm); break;
-    default:
-      MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_SUM, comm);
-      out /= size;
+    default: MPI_Allreduce(&seconds, &out, 1, MPI_DOUBLE, MPI_SUM, comm); out /= size;
   }
   return out;
 }

@@ -18,9 +18,9 @@ struct Exchange {
 };
 
 struct PerfOp {
-  const char* program;      // "basp_alltoall_perf"
-  const char* description;  // one line for the output's header
-  const char* size_meaning; // which tensors "size" counts, for the header
+  const char* program;       // "basp_alltoall_perf"
+  const char* description;   // one line for the output's header
+  const char* size_meaning;  // which tensors "size" counts, for the header
   std::vector<Exchange> (*exchanges)(const PerfOptions& options);
 };
 

@@ -71,9 +71,8 @@ std::string table_header(const std::vector<std::string>& mode_names) {
 }
 
 std::string table_row(const TableRow& row) {
-  std::string out = lead(false, std::to_string(row.bytes).c_str(), std::to_string(row.count).c_str(),
-                         row.type.c_str(), std::to_string(row.micro_batch).c_str(),
-                         std::to_string(row.seq_len).c_str());
+  std::string out = lead(false, std::to_string(row.bytes).c_str(), std::to_string(row.count).c_str(), row.type.c_str(),
+                         std::to_string(row.micro_batch).c_str(), std::to_string(row.seq_len).c_str());
   for (const ModeResult& m : row.modes) {
     const std::string wrong = m.wrong < 0 ? "N/A" : std::to_string(m.wrong);
     out += group(format_time_us(m.time_us).c_str(), fmt("%.2f", m.algbw).c_str(), fmt("%.2f", m.busbw).c_str(),

@@ -28,8 +28,8 @@ struct TableRow {
   int64_t bytes = 0;  // per rank, sequence-sharded tensors of one iteration
   int64_t count = 0;  // elements per rank
   std::string type;
-  int64_t micro_batch = 0;  // B
-  int64_t seq_len = 0;      // S
+  int64_t micro_batch = 0;        // B
+  int64_t seq_len = 0;            // S
   std::vector<ModeResult> modes;  // in the order of the header's mode names
 };
 

@@ -38,7 +38,8 @@ struct Options {
 int64_t parse_positive(const char* name, const char* text) {
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v <= 0) usage_error(std::string(name) + " (" + text + ") must be a positive integer");
+  if (end == text || *end != '\0' || v <= 0)
+    usage_error(std::string(name) + " (" + text + ") must be a positive integer");
   return v;
 }
 
@@ -50,16 +51,24 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--seq-len") o.seq_len = parse_positive("--seq-len", value());
-    else if (a == "--heads") o.heads = parse_positive("--heads", value());
-    else if (a == "--kv-heads") o.kv_heads = parse_positive("--kv-heads", value());
-    else if (a == "--head-dim") o.head_dim = parse_positive("--head-dim", value());
-    else if (a == "--iters") o.iters = static_cast<int>(parse_positive("--iters", value()));
+    if (a == "--seq-len")
+      o.seq_len = parse_positive("--seq-len", value());
+    else if (a == "--heads")
+      o.heads = parse_positive("--heads", value());
+    else if (a == "--kv-heads")
+      o.kv_heads = parse_positive("--kv-heads", value());
+    else if (a == "--head-dim")
+      o.head_dim = parse_positive("--head-dim", value());
+    else if (a == "--iters")
+      o.iters = static_cast<int>(parse_positive("--iters", value()));
     else if (a == "--layout") {
       const std::string v = value();
-      if (v == "bshd") o.layout = BASP_LAYOUT_BSHD;
-      else if (v == "sbhd") o.layout = BASP_LAYOUT_SBHD;
-      else usage_error("--layout (" + v + ") must be bshd or sbhd");
+      if (v == "bshd")
+        o.layout = BASP_LAYOUT_BSHD;
+      else if (v == "sbhd")
+        o.layout = BASP_LAYOUT_SBHD;
+      else
+        usage_error("--layout (" + v + ") must be bshd or sbhd");
     } else if (a == "--batches") {
       o.batches.clear();
       std::string list = value();
@@ -174,12 +183,12 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (rank == 0) {
     std::printf("# libbasp %s demo: N=%d ranks, MPI backend, S=%lld Hq=%lld Hkv=%lld D=%lld bf16, %s\n",
-                basp::version_string().c_str(), size, (long long)o.seq_len, (long long)o.heads,
-                (long long)o.kv_heads, (long long)o.head_dim, o.layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD");
+                basp::version_string().c_str(), size, (long long)o.seq_len, (long long)o.heads, (long long)o.kv_heads,
+                (long long)o.head_dim, o.layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD");
     std::printf("# one step = scatter(Q,K,V) + gather(O); time = median of %d steps (slowest rank)\n", o.iters);
     std::printf("# bandwidth = bytes this rank sends to other ranks per step / time\n");
-    std::printf("%-8s %4s %4s %4s %6s %14s %14s %12s %10s %10s  %s\n", "mode", "B", "G", "K", "peers",
-                "local MiB", "sent MiB/rank", "step ms", "GB/s", "speedup", "check");
+    std::printf("%-8s %4s %4s %4s %6s %14s %14s %12s %10s %10s  %s\n", "mode", "B", "G", "K", "peers", "local MiB",
+                "sent MiB/rank", "step ms", "GB/s", "speedup", "check");
   }
   int failures = 0;
   for (int64_t b : o.batches) {

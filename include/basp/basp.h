@@ -42,17 +42,17 @@ typedef enum basp_status {
   BASP_ERROR_BAD_STRUCT = 4,       /* a config/descriptor with a wrong size, magic or version */
   BASP_ERROR_UNSUPPORTED = 5,      /* a valid request this build or this release cannot serve */
   BASP_ERROR_OUT_OF_MEMORY = 6,
-  BASP_ERROR_MPI = 7,              /* an MPI call failed; the message carries MPI's error string */
-  BASP_ERROR_CUDA = 8,             /* a CUDA call failed; the message carries CUDA's error string */
-  BASP_ERROR_NCCL = 9,             /* an NCCL call failed; the message carries NCCL's error string */
-  BASP_ERROR_INTERNAL = 10,        /* a bug in libbasp: please report the message */
-  BASP_ERROR_MISMATCH = 11,        /* the ranks of a collective call passed different arguments; the message names
-                                      the field, its values and the ranks holding them. Nothing was created. */
-  BASP_ERROR_TIMEOUT = 12,         /* a collective step did not finish within the comm's timeout (a rank did not
-                                      join); the message names the call, the group and the ranks waited for. The
-                                      comm is broken from then on. */
-  BASP_ERROR_COMM_BROKEN = 13,     /* the comm (or the comm of the plan) failed earlier (timeout or MPI error):
-                                      every call but destroy returns this at once; the message names the cause */
+  BASP_ERROR_MPI = 7,          /* an MPI call failed; the message carries MPI's error string */
+  BASP_ERROR_CUDA = 8,         /* a CUDA call failed; the message carries CUDA's error string */
+  BASP_ERROR_NCCL = 9,         /* an NCCL call failed; the message carries NCCL's error string */
+  BASP_ERROR_INTERNAL = 10,    /* a bug in libbasp: please report the message */
+  BASP_ERROR_MISMATCH = 11,    /* the ranks of a collective call passed different arguments; the message names
+                                  the field, its values and the ranks holding them. Nothing was created. */
+  BASP_ERROR_TIMEOUT = 12,     /* a collective step did not finish within the comm's timeout (a rank did not
+                                  join); the message names the call, the group and the ranks waited for. The
+                                  comm is broken from then on. */
+  BASP_ERROR_COMM_BROKEN = 13, /* the comm (or the comm of the plan) failed earlier (timeout or MPI error):
+                                  every call but destroy returns this at once; the message names the cause */
   BASP_STATUS_COUNT
 } basp_status_t;
 
@@ -140,9 +140,9 @@ typedef int basp_mpi_fint_t;
 #define BASP_COMM_CONFIG_VERSION 1u
 
 typedef struct basp_comm_config_v1 {
-  size_t size;      /* sizeof(basp_comm_config_v1) */
-  uint32_t magic;   /* BASP_COMM_CONFIG_MAGIC */
-  uint32_t version; /* BASP_COMM_CONFIG_VERSION */
+  size_t size;         /* sizeof(basp_comm_config_v1) */
+  uint32_t magic;      /* BASP_COMM_CONFIG_MAGIC */
+  uint32_t version;    /* BASP_COMM_CONFIG_VERSION */
   int64_t micro_batch; /* B, sequences per micro-batch over the whole world; required (> 0) */
   int32_t num_groups;  /* G; -1 = gcd(N, B) (BASP). 1 = DeepSpeed-Ulysses. Must divide N and B. */
   int32_t backend;     /* basp_backend_t */
@@ -159,9 +159,11 @@ typedef basp_comm_config_v1 basp_comm_config_t;
 
 #define BASP_DEFAULT_TIMEOUT_MS 300000 /* 5 minutes */
 
-#define BASP_COMM_CONFIG_INITIALIZER                                                                        \
-  { sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1,                \
-    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1 }
+#define BASP_COMM_CONFIG_INITIALIZER                                                                         \
+  {                                                                                                          \
+    sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1, BASP_BACKEND_MPI, \
+        BASP_PLACEMENT_DEFAULT, 0, -1                                                                        \
+  }
 
 /* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
  * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. After a
@@ -198,7 +200,7 @@ typedef struct basp_rank_info_v1 {
 } basp_rank_info_v1;
 typedef basp_rank_info_v1 basp_rank_info_t;
 
-#define BASP_RANK_INFO_INITIALIZER                                                                          \
+#define BASP_RANK_INFO_INITIALIZER \
   { sizeof(basp_rank_info_v1), BASP_RANK_INFO_MAGIC, BASP_RANK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) must be a positive multiple of K, or 0
@@ -207,8 +209,7 @@ BASP_API basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t s
 
 /* The world ranks of group `group_index`, ordered by position. `capacity` is the length of `ranks`; it must be
  * at least K. */
-BASP_API basp_status_t basp_comm_group_ranks(basp_comm_t comm, int32_t group_index, int32_t* ranks,
-                                             int32_t capacity);
+BASP_API basp_status_t basp_comm_group_ranks(basp_comm_t comm, int32_t group_index, int32_t* ranks, int32_t capacity);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Plans
@@ -224,19 +225,23 @@ typedef struct basp_plan_desc_v1 {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  int32_t layout;      /* basp_layout_t */
-  int32_t dtype;       /* basp_dtype_t */
-  int64_t seq_len;     /* S: full tokens per sequence; S % K == 0 */
-  int64_t head_dim;    /* D > 0 */
-  int32_t num_tensors; /* 1 .. BASP_MAX_TENSORS */
-  int32_t reserved0;   /* must be 0 */
+  int32_t layout;                      /* basp_layout_t */
+  int32_t dtype;                       /* basp_dtype_t */
+  int64_t seq_len;                     /* S: full tokens per sequence; S % K == 0 */
+  int64_t head_dim;                    /* D > 0 */
+  int32_t num_tensors;                 /* 1 .. BASP_MAX_TENSORS */
+  int32_t reserved0;                   /* must be 0 */
   int64_t num_heads[BASP_MAX_TENSORS]; /* heads of tensor t; num_heads[t] % K == 0; unused entries 0 */
 } basp_plan_desc_v1;
 typedef basp_plan_desc_v1 basp_plan_desc_t;
 
-#define BASP_PLAN_DESC_INITIALIZER                                                                          \
-  { sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD,              \
-    BASP_DTYPE_COUNT, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 } }
+#define BASP_PLAN_DESC_INITIALIZER                                                                                   \
+  {                                                                                                                  \
+    sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD, BASP_DTYPE_COUNT, -1, \
+        -1, 0, 0, {                                                                                                  \
+      0, 0, 0, 0, 0, 0, 0, 0                                                                                         \
+    }                                                                                                                \
+  }
 
 /* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
  * datatypes) once; executing it allocates nothing. Threads: one collective call (plan creation,
@@ -254,24 +259,26 @@ typedef struct basp_plan_info_v1 {
   uint32_t magic;
   uint32_t version;
   int32_t num_tensors;
-  int32_t group_size;               /* K */
-  int64_t local_sequences;          /* b_loc = B / G */
-  int64_t local_tokens;             /* S / K */
-  int64_t workspace_bytes;          /* host or device memory the plan owns */
+  int32_t group_size;      /* K */
+  int64_t local_sequences; /* b_loc = B / G */
+  int64_t local_tokens;    /* S / K */
+  int64_t workspace_bytes; /* host or device memory the plan owns */
   /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D] (scatter input, gather output)
    * and head-sharded [b_loc, S, H_t/K, D] (scatter output, gather input); dims in BSHD order whatever the
    * layout. */
   int64_t seq_sharded_elems[BASP_MAX_TENSORS];
   int64_t head_sharded_elems[BASP_MAX_TENSORS];
-  int64_t bytes_sent_per_exchange;  /* bytes this rank sends to other ranks in one scatter (same for gather) */
-  int32_t last_path;                /* basp_path_t: how the plan's last scatter/gather moved its bytes */
+  int64_t bytes_sent_per_exchange; /* bytes this rank sends to other ranks in one scatter (same for gather) */
+  int32_t last_path;               /* basp_path_t: how the plan's last scatter/gather moved its bytes */
   int32_t reserved0;
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
 
-#define BASP_PLAN_INFO_INITIALIZER                                                                          \
-  { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
-    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0 }
+#define BASP_PLAN_INFO_INITIALIZER                                                                                    \
+  {                                                                                                                   \
+    sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0, 0, 0, 0}, \
+        {0, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0                                                                             \
+  }
 
 /* Threads: any thread, any time, also while the plan executes. */
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
@@ -282,12 +289,10 @@ BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info)
  * Inputs and outputs must not overlap. On BASP_ERROR_TIMEOUT the outputs are undefined and the inputs untouched;
  * see docs/reliability.md for what MPI may still do with them. Threads: concurrently on different plans (also of
  * one comm), never twice at once on the same plan. */
-BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs,
-                                    void* stream);
+BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
 
 /* Head gather (after attention): the exact inverse of basp_scatter. Threads: as basp_scatter. */
-BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs,
-                                   void* stream);
+BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Shared host memory (MPI backend)

@@ -58,8 +58,8 @@ struct PlanDesc : basp_plan_desc_v1 {
   }
 
   // Q, K and V in one exchange.
-  static PlanDesc qkv(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t head_dim,
-                      int64_t q_heads, int64_t kv_heads) {
+  static PlanDesc qkv(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t head_dim, int64_t q_heads,
+                      int64_t kv_heads) {
     return make(layout, dtype, seq_len, head_dim, {q_heads, kv_heads, kv_heads});
   }
 };
@@ -154,8 +154,7 @@ class Plan {
                void* stream = nullptr) {
     run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_scatter);
   }
-  void gather(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs,
-              void* stream = nullptr) {
+  void gather(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs, void* stream = nullptr) {
     run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_gather);
   }
 

@@ -17,12 +17,12 @@ static void print_bytes(const void* p, size_t n) {
   printf("\"");
 }
 
-#define STRUCT_BEGIN(T, init_value, first)                                                           \
-  do {                                                                                               \
-    T init_ = init_value;                                                                            \
+#define STRUCT_BEGIN(T, init_value, first)                                                                   \
+  do {                                                                                                       \
+    T init_ = init_value;                                                                                    \
     printf("%s  \"%s\": {\n    \"sizeof\": %zu,\n    \"initializer\": ", first ? "" : ",\n", #T, sizeof(T)); \
-    print_bytes(&init_, sizeof(T));                                                                  \
-    printf(",\n    \"fields\": [\n");                                                        \
+    print_bytes(&init_, sizeof(T));                                                                          \
+    printf(",\n    \"fields\": [\n");                                                                        \
   } while (0)
 #define STRUCT_END() printf("    ]\n  }")
 

@@ -111,8 +111,7 @@ size_t basp_dtype_size(basp_dtype_t dtype) {
   return static_cast<size_t>(basp::plan::dtype_size(static_cast<int32_t>(dtype)));
 }
 
-basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_config_t* config,
-                                   basp_comm_t* comm) {
+basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_config_t* config, basp_comm_t* comm) {
   return guarded(__func__, [&] {
     if (comm != nullptr) *comm = nullptr;
     // Checks that need no other rank. A rank that fails them still joins the consistency check below, so that
@@ -122,8 +121,8 @@ basp_status_t basp_comm_create_mpi(basp_mpi_fint_t parent, const basp_comm_confi
     bool readable = false;
     basp::runtime::CommOptions options;
     try {
-      cfg = basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION,
-                                    "config", kCommConfigFirstSize);
+      cfg = basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, "config",
+                                    kCommConfigFirstSize);
       readable = true;
       BASP_CHECK(comm != nullptr, BASP_ERROR_NULL_POINTER, "comm (the output handle) is NULL");
       options = to_options(cfg);
@@ -313,9 +312,8 @@ basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_config_t* c
   return guarded(__func__, [&] {
     BASP_CHECK(comm != nullptr, BASP_ERROR_NULL_POINTER, "comm (the output handle) is NULL");
     *comm = nullptr;
-    const basp_comm_config_v1 cfg =
-        basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, "config",
-                                kCommConfigFirstSize);
+    const basp_comm_config_v1 cfg = basp::capi::read_struct(config, kCommDefaults, BASP_COMM_CONFIG_MAGIC,
+                                                            BASP_COMM_CONFIG_VERSION, "config", kCommConfigFirstSize);
     const basp::runtime::CommOptions options = to_options(cfg);
     BASP_CHECK_ARG(options.backend == BASP_BACKEND_NCCL, "config->backend (", static_cast<int>(options.backend),
                    ") is not BASP_BACKEND_NCCL: basp_comm_create_nccl builds NCCL comms");

@@ -25,8 +25,8 @@ std::unordered_map<const void*, Kind>& registry() {
 void check_live(const void* h, Kind kind, const char* name) {
   BASP_CHECK(h != nullptr, BASP_ERROR_INVALID_HANDLE, name, " is NULL");
   auto it = registry().find(h);
-  BASP_CHECK(it != registry().end() && it->second == kind, BASP_ERROR_INVALID_HANDLE, name, " (", h,
-             ") is not a live ", kind_name(kind), " (already destroyed, or not a ", kind_name(kind), ")");
+  BASP_CHECK(it != registry().end() && it->second == kind, BASP_ERROR_INVALID_HANDLE, name, " (", h, ") is not a live ",
+             kind_name(kind), " (already destroyed, or not a ", kind_name(kind), ")");
 }
 
 }  // namespace

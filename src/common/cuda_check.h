@@ -16,8 +16,8 @@ namespace basp::detail {
 
 }  // namespace basp::detail
 
-#define BASP_CUDA_CHECK(call)                                                                              \
-  do {                                                                                                     \
-    const cudaError_t basp_cuda_rc_ = (call);                                                              \
-    if (basp_cuda_rc_ != cudaSuccess) ::basp::detail::fail_cuda(basp_cuda_rc_, #call);                     \
+#define BASP_CUDA_CHECK(call)                                                          \
+  do {                                                                                 \
+    const cudaError_t basp_cuda_rc_ = (call);                                          \
+    if (basp_cuda_rc_ != cudaSuccess) ::basp::detail::fail_cuda(basp_cuda_rc_, #call); \
   } while (0)

@@ -35,9 +35,9 @@ template <typename... Args>
 }  // namespace basp::detail
 
 // Argument check: on failure throws with the status and a message built from the remaining arguments.
-#define BASP_CHECK(cond, status, ...)                                                                      \
-  do {                                                                                                     \
-    if (!(cond)) ::basp::detail::fail((status), __VA_ARGS__);                                              \
+#define BASP_CHECK(cond, status, ...)                         \
+  do {                                                        \
+    if (!(cond)) ::basp::detail::fail((status), __VA_ARGS__); \
   } while (0)
 
 #define BASP_CHECK_ARG(cond, ...) BASP_CHECK(cond, BASP_ERROR_INVALID_ARGUMENT, __VA_ARGS__)

@@ -76,8 +76,7 @@ void copy_streaming(std::byte* dst, const std::byte* src, size_t n) {
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
     }
     for (; i < n; i += 16) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     }
     return;
   }
@@ -128,22 +127,20 @@ int64_t stream_block(const Geometry& g) {
 
 }  // namespace
 
-void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me,
-                        bool streaming) {
+void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me, bool streaming) {
   rows_group(
       g, stream_block(g), streaming, [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); },
       [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); });
 }
 
-void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me,
-                       bool streaming) {
+void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me, bool streaming) {
   rows_group(
       g, 1, streaming, [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); },
       [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); });
 }
 
-void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head,
-                         int64_t me, bool streaming) {
+void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head, int64_t me,
+                         bool streaming) {
   const int64_t rb = g.row_bytes();
   rows_group(
       g, stream_block(g), streaming,

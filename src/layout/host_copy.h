@@ -28,16 +28,14 @@ void copy_head_to_seq(const Geometry& g, const std::byte* head, std::byte* seq, 
 // `streaming`: non-temporal stores for rows whose destination and size are 16-byte aligned (x86-64 only;
 // elsewhere, and for other rows, memcpy); for copies much larger than the cache, where they save the read of
 // each destination line. Ends with a store fence, so the rows are visible before the caller signals peers.
-void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me,
-                        bool streaming);
-void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me,
-                       bool streaming);
+void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me, bool streaming);
+void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me, bool streaming);
 
 // The same pass for a staging area: peer j's rows travel as a packed chunk `wire[j]` (row r at r * row_bytes),
 // the rank's own slice goes straight between `seq` and its head-sharded tensor `head` (wire[me] is unused).
 // Scatter's send side and gather's receive side.
-void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head,
-                         int64_t me, bool streaming);
+void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head, int64_t me,
+                         bool streaming);
 void unpack_seq_rows_group(const Geometry& g, const std::byte* const* wire, const std::byte* head, std::byte* seq,
                            int64_t me, bool streaming);
 // Head-sharded tensor <-> packed chunk of peer j's rows (contiguous blocks: a few memcpy calls).

@@ -46,15 +46,38 @@ struct RowCopyArgs {
 template <int V>
 struct VecOf;
 #if defined(__CUDACC__)
-template <> struct VecOf<16> { using type = uint4; };
-template <> struct VecOf<8> { using type = uint2; };
+template <>
+struct VecOf<16> {
+  using type = uint4;
+};
+template <>
+struct VecOf<8> {
+  using type = uint2;
+};
 #else
-template <> struct VecOf<16> { struct alignas(16) type { uint32_t w[4]; }; };
-template <> struct VecOf<8> { using type = uint64_t; };
+template <>
+struct VecOf<16> {
+  struct alignas(16) type {
+    uint32_t w[4];
+  };
+};
+template <>
+struct VecOf<8> {
+  using type = uint64_t;
+};
 #endif
-template <> struct VecOf<4> { using type = uint32_t; };
-template <> struct VecOf<2> { using type = uint16_t; };
-template <> struct VecOf<1> { using type = uint8_t; };
+template <>
+struct VecOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct VecOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct VecOf<1> {
+  using type = uint8_t;
+};
 
 template <int V>
 BASP_HOST_DEVICE typename VecOf<V>::type load_vec(const unsigned char* p) {

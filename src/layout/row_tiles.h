@@ -22,13 +22,13 @@ constexpr int32_t kMaxLanesPerRow = 32;
 constexpr int32_t kMaxVecBytes = 16;
 
 struct RowTiling {
-  int32_t vec_bytes = 1;     // width of every access: 16, 8, 4, 2 or 1
-  int32_t lane_shift = 0;    // lanes per row = 1 << lane_shift
-  int64_t vecs_per_row = 0;  // row_bytes / vec_bytes
-  int64_t rows = 0;          // rows of one peer's chunk
-  int64_t row_tasks = 0;     // rows of all peers: k * rows
-  int64_t rows_per_tile = 0; // kCopyThreads >> lane_shift
-  int64_t first_tile = 0;    // index of this tensor's first tile in the launch
+  int32_t vec_bytes = 1;      // width of every access: 16, 8, 4, 2 or 1
+  int32_t lane_shift = 0;     // lanes per row = 1 << lane_shift
+  int64_t vecs_per_row = 0;   // row_bytes / vec_bytes
+  int64_t rows = 0;           // rows of one peer's chunk
+  int64_t row_tasks = 0;      // rows of all peers: k * rows
+  int64_t rows_per_tile = 0;  // kCopyThreads >> lane_shift
+  int64_t first_tile = 0;     // index of this tensor's first tile in the launch
   int64_t num_tiles = 0;
 
   BASP_HOST_DEVICE int64_t lanes() const { return int64_t{1} << lane_shift; }

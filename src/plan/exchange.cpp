@@ -12,11 +12,11 @@ using detail::checked_mul;
 ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
   BASP_CHECK_ARG(d.layout >= 0 && d.layout < BASP_LAYOUT_COUNT, "layout (", d.layout,
                  ") is not a basp_layout_t value (0..", BASP_LAYOUT_COUNT - 1, ")");
-  BASP_CHECK_ARG(d.dtype >= 0 && d.dtype < BASP_DTYPE_COUNT, "dtype (", d.dtype,
-                 ") is not a basp_dtype_t value (0..", BASP_DTYPE_COUNT - 1, ")");
+  BASP_CHECK_ARG(d.dtype >= 0 && d.dtype < BASP_DTYPE_COUNT, "dtype (", d.dtype, ") is not a basp_dtype_t value (0..",
+                 BASP_DTYPE_COUNT - 1, ")");
   BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
-  BASP_CHECK_ARG(d.seq_len % group_size == 0, "seq_len (", d.seq_len, ") is not divisible by group size (",
-                 group_size, ")");
+  BASP_CHECK_ARG(d.seq_len % group_size == 0, "seq_len (", d.seq_len, ") is not divisible by group size (", group_size,
+                 ")");
   BASP_CHECK_ARG(d.head_dim > 0, "head_dim (", d.head_dim, ") must be positive");
   BASP_CHECK_ARG(d.num_tensors >= 1 && d.num_tensors <= BASP_MAX_TENSORS, "num_tensors (", d.num_tensors,
                  ") must be in 1..", BASP_MAX_TENSORS);
@@ -34,8 +34,8 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
       continue;
     }
     BASP_CHECK_ARG(h > 0, "num_heads[", t, "] (", h, ") must be positive");
-    BASP_CHECK_ARG(h % group_size == 0, "num_heads[", t, "] (", h, ") is not divisible by group size (",
-                   group_size, ")");
+    BASP_CHECK_ARG(h % group_size == 0, "num_heads[", t, "] (", h, ") is not divisible by group size (", group_size,
+                   ")");
     spec.num_heads.push_back(h);
   }
   return spec;
@@ -44,8 +44,7 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
 ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, int32_t position,
                                 int64_t local_sequences) {
   BASP_CHECK_ARG(group_size > 0, "group size (", group_size, ") must be positive");
-  BASP_CHECK_ARG(position >= 0 && position < group_size, "position (", position, ") is outside 0..",
-                 group_size - 1);
+  BASP_CHECK_ARG(position >= 0 && position < group_size, "position (", position, ") is outside 0..", group_size - 1);
   BASP_CHECK_ARG(local_sequences > 0, "local sequences (", local_sequences, ") must be positive");
   ExchangePlan p;
   p.spec = spec;

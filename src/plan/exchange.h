@@ -26,9 +26,9 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& desc, int32_t group_size);
 
 struct ExchangePlan {
   ExchangeSpec spec;
-  int32_t group_size = 0;      // K
-  int32_t position = 0;        // l
-  int64_t local_sequences = 0; // b_loc
+  int32_t group_size = 0;       // K
+  int32_t position = 0;         // l
+  int64_t local_sequences = 0;  // b_loc
   std::vector<layout::Geometry> tensors;
   // Workspace: for each tensor, the K-1 chunks of the other peers, in peer order (own slot skipped).
   std::vector<int64_t> tensor_workspace_offset;

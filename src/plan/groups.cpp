@@ -47,8 +47,8 @@ GroupLayout make_layout(int32_t world_size, int64_t micro_batch, std::vector<std
   out.group_of.assign(static_cast<size_t>(world_size), -1);
   out.position_of.assign(static_cast<size_t>(world_size), -1);
   for (int32_t g = 0; g < num_groups; ++g) {
-    BASP_CHECK_ARG(static_cast<int32_t>(members[g].size()) == out.group_size, "group ", g, " has ",
-                   members[g].size(), " members, expected ", out.group_size);
+    BASP_CHECK_ARG(static_cast<int32_t>(members[g].size()) == out.group_size, "group ", g, " has ", members[g].size(),
+                   " members, expected ", out.group_size);
     for (int32_t p = 0; p < out.group_size; ++p) {
       const int32_t r = members[g][p];
       BASP_CHECK_ARG(r >= 0 && r < world_size, "group ", g, " lists rank ", r, " outside 0..", world_size - 1);
@@ -62,8 +62,7 @@ GroupLayout make_layout(int32_t world_size, int64_t micro_batch, std::vector<std
 }
 
 RankInfo describe_rank(const GroupLayout& layout, int32_t rank, int64_t seq_len) {
-  BASP_CHECK_ARG(rank >= 0 && rank < layout.world_size, "rank (", rank, ") is outside 0..",
-                 layout.world_size - 1);
+  BASP_CHECK_ARG(rank >= 0 && rank < layout.world_size, "rank (", rank, ") is outside 0..", layout.world_size - 1);
   BASP_CHECK_ARG(seq_len >= 0, "seq_len (", seq_len, ") must be positive (or 0: no token range)");
   BASP_CHECK_ARG(seq_len % layout.group_size == 0, "seq_len (", seq_len, ") is not divisible by group size (",
                  layout.group_size, ")");

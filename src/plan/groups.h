@@ -13,10 +13,10 @@
 namespace basp::plan {
 
 struct GroupLayout {
-  int32_t world_size = 0;   // N
-  int64_t micro_batch = 0;  // B
-  int32_t num_groups = 0;   // G
-  int32_t group_size = 0;   // K
+  int32_t world_size = 0;                     // N
+  int64_t micro_batch = 0;                    // B
+  int32_t num_groups = 0;                     // G
+  int32_t group_size = 0;                     // K
   std::vector<std::vector<int32_t>> members;  // [G][K] world ranks
   std::vector<int32_t> group_of;              // [N] group index of each rank
   std::vector<int32_t> position_of;           // [N] position of each rank in its group

@@ -28,8 +28,7 @@ void validate(const PartitionProblem& p) {
   const auto cells = static_cast<size_t>(p.size) * static_cast<size_t>(p.size);
   BASP_CHECK_ARG(p.bandwidth.size() == cells, "bandwidth matrix has ", p.bandwidth.size(), " entries, expected ",
                  cells);
-  BASP_CHECK_ARG(p.locality.size() == cells, "locality matrix has ", p.locality.size(), " entries, expected ",
-                 cells);
+  BASP_CHECK_ARG(p.locality.size() == cells, "locality matrix has ", p.locality.size(), " entries, expected ", cells);
   int64_t total = 0;
   for (int32_t s : p.part_sizes) {
     BASP_CHECK_ARG(s > 0, "part size (", s, ") must be positive");
@@ -285,8 +284,8 @@ std::vector<int32_t> partition_node(const PartitionProblem& problem, PartitionMe
   auto set = [&](PartitionMethod m) {
     if (method) *method = m;
   };
-  const bool all_singletons = std::all_of(problem.part_sizes.begin(), problem.part_sizes.end(),
-                                          [](int32_t s) { return s == 1; });
+  const bool all_singletons =
+      std::all_of(problem.part_sizes.begin(), problem.part_sizes.end(), [](int32_t s) { return s == 1; });
   if (problem.size == 0 || problem.part_sizes.size() == 1 || all_singletons) {
     set(PartitionMethod::kTrivial);
     return label_blocks(problem, contiguous_blocks(problem));

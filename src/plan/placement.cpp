@@ -76,8 +76,7 @@ std::vector<Part> take_from(std::vector<Part>& parts, int32_t need) {
 // Packs pieces (each smaller than k) into full groups of k appended to `groups`. Each group starts with the largest
 // piece and is completed by exact fits, then the largest piece that fits, and only when none fits by splitting
 // the smallest larger piece. Ties go to the earlier piece. Pieces that do not fill a last group go to `leftover`.
-void pack(std::vector<Piece> pieces, int32_t k, std::vector<std::vector<Part>>& groups,
-          std::vector<Part>& leftover) {
+void pack(std::vector<Piece> pieces, int32_t k, std::vector<std::vector<Part>>& groups, std::vector<Part>& leftover) {
   std::map<int32_t, std::deque<size_t>> by_size;
   int64_t total = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -131,8 +130,8 @@ void check_input(const PlacementInput& in) {
     const auto n = static_cast<size_t>(std::max(links.num_gpus, 0));
     BASP_CHECK_ARG(links.num_gpus >= 0, "node ", key, " has a negative GPU count (", links.num_gpus, ")");
     BASP_CHECK_ARG(links.bandwidth.size() == n * n && links.locality.size() == n * n, "node ", key,
-                   " has link matrices of ", links.bandwidth.size(), " and ", links.locality.size(),
-                   " entries for ", n, " GPUs");
+                   " has link matrices of ", links.bandwidth.size(), " and ", links.locality.size(), " entries for ", n,
+                   " GPUs");
   }
   for (size_t r = 0; r < in.ranks.size(); ++r) {
     const RankPlace& p = in.ranks[r];

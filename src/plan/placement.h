@@ -25,12 +25,12 @@ namespace basp::plan {
 // How close two GPUs of one node are on the host side, far to near. Values are stored in records and XML: fixed.
 // nvidia-smi topo's words: kSystem and kPackage print as SYS, then NODE, PHB, PXB, PIX.
 enum PciLocality : uint8_t {
-  kLocalitySystem = 0,      // different CPU packages (or unknown)
-  kLocalityPackage = 1,     // same package, different NUMA nodes
-  kLocalityNumaNode = 2,    // same NUMA node, different PCIe host bridges
-  kLocalityHostBridge = 3,  // same PCIe host bridge
-  kLocalityPciSwitches = 4, // several PCIe switches, no host bridge
-  kLocalityPciSwitch = 5,   // one PCIe switch
+  kLocalitySystem = 0,       // different CPU packages (or unknown)
+  kLocalityPackage = 1,      // same package, different NUMA nodes
+  kLocalityNumaNode = 2,     // same NUMA node, different PCIe host bridges
+  kLocalityHostBridge = 3,   // same PCIe host bridge
+  kLocalityPciSwitches = 4,  // several PCIe switches, no host bridge
+  kLocalityPciSwitch = 5,    // one PCIe switch
 };
 
 // One node's GPUs: square matrices indexed [a * num_gpus + b] by local GPU index.

@@ -47,8 +47,8 @@ void Comm::agree(const CallRecord& mine, const std::exception_ptr& local_error) 
     try {
       std::rethrow_exception(local_error);
     } catch (const detail::Error& own) {
-      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ",
-                   e.what(), ")");
+      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ", e.what(),
+                   ")");
     }
   }
   if (local_error) std::rethrow_exception(local_error);
@@ -104,8 +104,8 @@ void Plan::check_buffers(const char* op, const void* const* inputs, void* const*
       const int64_t nu = exchange_.tensors[u].tensor_bytes();
       BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
                      ") overlaps inputs[", u, "] (", inputs[u], ")");
-      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (",
-                     outputs[t], ") overlaps outputs[", u, "] (", outputs[u], ")");
+      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
+                     ") overlaps outputs[", u, "] (", outputs[u], ")");
     }
   }
 }

@@ -18,7 +18,7 @@ struct FieldInfo {
 };
 
 constexpr FieldInfo kCommFields[] = {
-    {"micro_batch", Shown::kNumber}, {"num_groups", Shown::kNumber}, {"backend", Shown::kBackend},
+    {"micro_batch", Shown::kNumber},  {"num_groups", Shown::kNumber}, {"backend", Shown::kBackend},
     {"placement", Shown::kPlacement}, {"reserved0", Shown::kNumber},
 };
 
@@ -231,9 +231,8 @@ std::string describe_mismatch(const std::vector<CallRecord>& records, const std:
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::string out;
   // Different calls: nothing else is comparable.
-  append(out, clause("call", all, labels, [&](size_t i) {
-           return std::string(call_name(static_cast<CallKind>(records[i].kind)));
-         }));
+  append(out, clause("call", all, labels,
+                     [&](size_t i) { return std::string(call_name(static_cast<CallKind>(records[i].kind))); }));
   if (!out.empty()) return out;
   append(out, clause("argument checks", all, labels, [&](size_t i) {
            return records[i].local_status == BASP_SUCCESS
@@ -255,8 +254,8 @@ std::string describe_mismatch(const std::vector<CallRecord>& records, const std:
   return out;
 }
 
-void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels,
-                   const std::string& where, const CallRecord& mine) {
+void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels, const std::string& where,
+                   const CallRecord& mine) {
   const char* call = call_name(static_cast<CallKind>(mine.kind));
   std::string detail = describe_mismatch(records, labels);
   if (detail.empty()) detail = "the fingerprints differ but the records read the same (please report)";

@@ -5,12 +5,12 @@
 //   basp-topo --import dgx.xml --nodes 2 --map-by node -B 2
 //                                     a recorded machine, as 2 nodes with ranks dealt round-robin
 //   basp-topo --export node.xml       write this machine's topology as hwloc XML
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -141,8 +141,8 @@ std::vector<RankLocality> simulated_ranks(const Topology& topo, const Options& o
       id.key = basp::topology::fnv1a64(id.name + "\n" + basp::topology::key_to_hex(topo.node().key));
     }
     for (int32_t local = 0; local < per_node; ++local) {
-      const int64_t rank = o.map_by_node ? static_cast<int64_t>(local) * nodes + node
-                                         : static_cast<int64_t>(node) * per_node + local;
+      const int64_t rank =
+          o.map_by_node ? static_cast<int64_t>(local) * nodes + node : static_cast<int64_t>(node) * per_node + local;
       RankLocality r = basp::topology::make_rank_locality(topo, local < topo.num_gpus() ? local : -1);
       const basp::topology::RankLocality named = basp::topology::make_rank_locality(id);
       r.node_key = named.node_key;

@@ -12,7 +12,9 @@ namespace basp::tools {
 
 namespace {
 
-std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
 
 std::string join_ints(const std::vector<int32_t>& v) {
   std::string out;
@@ -56,8 +58,8 @@ std::string topology_report(const topology::Topology& topo) {
       out << pad(a == b ? " X" : matrix_cell(topo.bandwidth(a, b), topo.locality(a, b)), kCell);
     }
     out << pad(g.cpu_affinity.empty() ? "N/A" : g.cpu_affinity, 20)
-        << pad(g.numa_affinity.empty() ? "N/A" : g.numa_affinity, 15)
-        << (g.domain_name.empty() ? "-" : g.domain_name) << "\n";
+        << pad(g.numa_affinity.empty() ? "N/A" : g.numa_affinity, 15) << (g.domain_name.empty() ? "-" : g.domain_name)
+        << "\n";
   }
   out << "\n";
   for (int32_t a = 0; a < n; ++a) {
@@ -109,7 +111,8 @@ std::string ranks_report(const std::vector<topology::RankLocality>& ranks) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     std::string gpus;
-    for (size_t j = 0; j < n.gpus.size(); ++j) gpus += (j ? " " : "") + (n.gpus[j] < 0 ? std::string("-") : std::to_string(n.gpus[j]));
+    for (size_t j = 0; j < n.gpus.size(); ++j)
+      gpus += (j ? " " : "") + (n.gpus[j] < 0 ? std::string("-") : std::to_string(n.gpus[j]));
     out << "  node " << i << " \"" << n.name << "\" (key " << topology::key_to_hex(n.key) << "): ranks "
         << join_ints(n.ranks) << " on GPUs " << gpus << "\n";
   }
@@ -154,7 +157,8 @@ std::string groups_report(const plan::GroupLayout& layout, const std::vector<top
     for (size_t i = 0; i < node_names.size(); ++i) nodes += (i ? "," : "") + node_names[i];
     out << "  group " << g << ": ranks " << join_ints(members) << " | " << node_names.size() << " node(s): " << nodes;
     if (same_node_pair) {
-      out << " | weakest NVLink inside a node: " << (weakest == 0 ? std::string("none") : std::to_string((weakest + 500) / 1000) + " GB/s");
+      out << " | weakest NVLink inside a node: "
+          << (weakest == 0 ? std::string("none") : std::to_string((weakest + 500) / 1000) + " GB/s");
     }
     out << "\n";
   }

@@ -88,8 +88,8 @@ const Api& api() {
 }
 
 std::string describe(const Api& a, const char* call, nvml::Return rc) {
-  return std::string(call) + " failed: " + (a.error_string ? a.error_string(rc) : "error") + " (" +
-         std::to_string(rc) + ")";
+  return std::string(call) + " failed: " + (a.error_string ? a.error_string(rc) : "error") + " (" + std::to_string(rc) +
+         ")";
 }
 
 PciAddress address_of(const nvml::PciInfo& p) {

@@ -14,7 +14,7 @@ namespace basp::topology {
 constexpr uint32_t kPciVendorNvidia = 0x10de;
 
 struct NvmlLink {
-  PciAddress remote;         // the GPU, NVSwitch or CPU at the other end
+  PciAddress remote;  // the GPU, NVSwitch or CPU at the other end
   uint32_t remote_vendor = 0;
 };
 

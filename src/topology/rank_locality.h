@@ -20,13 +20,13 @@ constexpr uint32_t kRankLocalityMagic = 0x424c4f31u;  // "BLO1": bump with any l
 
 struct RankLocality {
   uint32_t magic = kRankLocalityMagic;
-  int32_t gpu = -1;         // local GPU index in the node's topology, -1 = none (host memory)
+  int32_t gpu = -1;  // local GPU index in the node's topology, -1 = none (host memory)
   uint64_t node_key = 0;
   uint64_t domain_key = 0;  // multi-node NVLink domain of the rank's GPU, 0 = none
   int32_t node_gpus = 0;    // GPUs in the node's topology, at most kMaxNodeGpus
   uint8_t link_source = 0;  // LinkSource of the node's topology
   uint8_t reserved[3] = {0, 0, 0};
-  char node_name[48] = {};  // NUL-terminated, truncated
+  char node_name[48] = {};                // NUL-terminated, truncated
   uint32_t bandwidth[kMaxNodeGpus] = {};  // MB/s from the rank's GPU to each GPU of the node
   uint8_t locality[kMaxNodeGpus] = {};    // plan::PciLocality from the rank's GPU to each GPU of the node
 };

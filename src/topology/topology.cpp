@@ -54,8 +54,8 @@ void Topology::set_from_nvml(const NvmlReport& report, const std::string& note) 
   bandwidth_ = nvlink_bandwidth_matrix(report, addresses);
   locality_.assign(n * n, plan::kLocalitySystem);
   link_source_ = report.available ? LinkSource::kNvml : LinkSource::kNone;
-  link_status_ = report.available ? "NVLink information from NVML" + note
-                                  : "no NVLink information (" + report.status + ")";
+  link_status_ =
+      report.available ? "NVLink information from NVML" + note : "no NVLink information (" + report.status + ")";
 }
 
 const Topology& local_topology() {

@@ -328,17 +328,17 @@ void annotate(hwloc_topology_t topo, const NodeIdentity& id, const NvmlReport& r
   hwloc_distances_add_handle_t h = hwloc_distances_add_create(
       topo, kMatrixName, HWLOC_DISTANCES_KIND_FROM_OS | HWLOC_DISTANCES_KIND_MEANS_BANDWIDTH, 0);
   BASP_CHECK(h != nullptr, BASP_ERROR_INTERNAL, "hwloc_distances_add_create failed: ", std::strerror(errno));
-  BASP_CHECK(hwloc_distances_add_values(topo, h, static_cast<unsigned>(objs.size()), objs.data(), values.data(),
-                                        0) == 0,
-             BASP_ERROR_INTERNAL, "hwloc_distances_add_values failed: ", std::strerror(errno));
+  BASP_CHECK(
+      hwloc_distances_add_values(topo, h, static_cast<unsigned>(objs.size()), objs.data(), values.data(), 0) == 0,
+      BASP_ERROR_INTERNAL, "hwloc_distances_add_values failed: ", std::strerror(errno));
   BASP_CHECK(hwloc_distances_add_commit(topo, h, 0) == 0, BASP_ERROR_INTERNAL,
              "hwloc_distances_add_commit failed: ", std::strerror(errno));
 }
 
 std::shared_ptr<HwlocHandle> new_hwloc() {
   auto h = std::make_shared<HwlocHandle>();
-  BASP_CHECK(hwloc_topology_init(&h->topo) == 0, BASP_ERROR_OUT_OF_MEMORY, "hwloc_topology_init failed: ",
-             std::strerror(errno));
+  BASP_CHECK(hwloc_topology_init(&h->topo) == 0, BASP_ERROR_OUT_OF_MEMORY,
+             "hwloc_topology_init failed: ", std::strerror(errno));
   return h;
 }
 
@@ -351,8 +351,8 @@ Topology Topology::discover() {
   auto h = new_hwloc();
   // GPUs, NICs and storage keep their PCI devices; bridges on their path are kept by hwloc too.
   hwloc_topology_set_io_types_filter(h->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  BASP_CHECK(hwloc_topology_load(h->topo) == 0, BASP_ERROR_INTERNAL, "hwloc_topology_load failed on this machine: ",
-             std::strerror(errno));
+  BASP_CHECK(hwloc_topology_load(h->topo) == 0, BASP_ERROR_INTERNAL,
+             "hwloc_topology_load failed on this machine: ", std::strerror(errno));
   const NvmlReport report = probe_nvml();
   annotate(h->topo, t.node_, report);
   TopologyReader::read(t, h->topo, "");
@@ -375,9 +375,9 @@ Topology Topology::load_xml(const std::string& path) {
   // hwloc's XML import can crash on a malformed file (found by tests/fuzz): parse it in a child process first
   // and load what hwloc re-exported from it (topology/xml_sandbox.h).
   const std::string xml = sandboxed_hwloc_xml(path);
-  BASP_CHECK_ARG(hwloc_topology_set_xmlbuffer(h->topo, xml.data(), static_cast<int>(xml.size() + 1)) == 0,
-                 "topology file \"", path, "\" is not a valid hwloc XML topology (hwloc_topology_set_xmlbuffer failed: ",
-                 std::strerror(errno), ")");
+  BASP_CHECK_ARG(
+      hwloc_topology_set_xmlbuffer(h->topo, xml.data(), static_cast<int>(xml.size() + 1)) == 0, "topology file \"",
+      path, "\" is not a valid hwloc XML topology (hwloc_topology_set_xmlbuffer failed: ", std::strerror(errno), ")");
   // Keep every I/O object of the file: NVSwitch PCI devices carry DGX-2 style matrices.
   hwloc_topology_set_io_types_filter(h->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   BASP_CHECK_ARG(hwloc_topology_load(h->topo) == 0, "topology file \"", path,

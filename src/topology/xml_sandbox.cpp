@@ -92,14 +92,13 @@ std::string sandboxed_hwloc_xml(const std::string& path, int timeout_s) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  BASP_CHECK_ARG(!timed_out, "topology file \"", path, "\": hwloc did not finish reading it within ", timeout_s,
-                 " s");
+  BASP_CHECK_ARG(!timed_out, "topology file \"", path, "\": hwloc did not finish reading it within ", timeout_s, " s");
   BASP_CHECK_ARG(!WIFSIGNALED(status), "topology file \"", path, "\" is not a valid hwloc XML topology: hwloc ",
                  "crashed reading it (signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0, ")");
   BASP_CHECK_ARG(WIFEXITED(status) && WEXITSTATUS(status) == 0 && !reply.empty(), "topology file \"", path,
                  "\" could not be read (reader exit status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1, ")");
-  BASP_CHECK_ARG(reply[0] == 'X', "topology file \"", path, "\" is not a valid hwloc XML topology (",
-                 reply.substr(1), ")");
+  BASP_CHECK_ARG(reply[0] == 'X', "topology file \"", path, "\" is not a valid hwloc XML topology (", reply.substr(1),
+                 ")");
   return reply.substr(1);
 }
 

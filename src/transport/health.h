@@ -32,8 +32,8 @@ class Health {
   void check() const {
     if (!broken()) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    detail::fail(BASP_ERROR_COMM_BROKEN, "the comm is broken since an earlier call failed (", detail::status_name(cause_),
-                 ": ", message_, "); destroy its plans and the comm");
+    detail::fail(BASP_ERROR_COMM_BROKEN, "the comm is broken since an earlier call failed (",
+                 detail::status_name(cause_), ": ", message_, "); destroy its plans and the comm");
   }
 
   // BASP_SUCCESS while healthy, else the status of the first failure, with its message.

@@ -53,8 +53,8 @@ void check_memory_kind(basp_backend_t backend, const char* op, const char* name,
     BASP_CHECK_ARG(kind != MemoryKind::kHost, op, ": ", name, "[", index, "] (", ptr, ") is ", memory_kind_name(kind),
                    ": the NCCL backend needs device memory");
   } else {
-    BASP_CHECK_ARG(kind != MemoryKind::kDevice, op, ": ", name, "[", index, "] (", ptr, ") is ",
-                   memory_kind_name(kind), ": the MPI backend needs host memory");
+    BASP_CHECK_ARG(kind != MemoryKind::kDevice, op, ": ", name, "[", index, "] (", ptr, ") is ", memory_kind_name(kind),
+                   ": the MPI backend needs host memory");
   }
 }
 

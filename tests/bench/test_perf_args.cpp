@@ -110,9 +110,11 @@ TEST_CASE("the defaults follow nccl-tests where it has one", "[bench][args]") {
 
 TEST_CASE("every option is parsed, in separate, attached and --long=value forms", "[bench][args]") {
   const PerfOptions o =
-      parse({"-b", "1K", "-e8M", "-f", "2", "-n", "7", "-w", "3", "-c", "0", "-d", "fp32", "-z", "1", "-a", "3",
-             "-J", "out.json", "-B", "1,2,4,8", "--mode", "basp", "--layout=sbhd", "--heads", "16", "--kv-heads",
-             "4", "--head-dim", "64", "--backend", "nccl", "-G", "5", "--placement", "contiguous"});
+      parse({"-b",      "1K", "-e8M",        "-f",        "2",          "-n",     "7",         "-w",
+             "3",       "-c", "0",           "-d",        "fp32",       "-z",     "1",         "-a",
+             "3",       "-J", "out.json",    "-B",        "1,2,4,8",    "--mode", "basp",      "--layout=sbhd",
+             "--heads", "16", "--kv-heads",  "4",         "--head-dim", "64",     "--backend", "nccl",
+             "-G",      "5",  "--placement", "contiguous"});
   CHECK(o.min_bytes == 1024);
   CHECK(o.max_bytes == 8 << 20);
   CHECK(o.step_factor == 2);

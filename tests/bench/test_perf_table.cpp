@@ -73,8 +73,8 @@ TEST_CASE("both modes: header names and row values line up, with the Ulysses/BAS
   REQUIRE(head.size() == 3);
   for (const std::string& l : head) CHECK(l[0] == '#');
   CHECK(tokens(head[0]) == std::vector<std::string>{"ulysses", "basp"});
-  const std::vector<std::string> names{"size", "count", "type", "B", "S", "time", "algbw", "busbw", "#wrong",
-                                       "time", "algbw", "busbw", "#wrong", "ratio"};
+  const std::vector<std::string> names{"size",  "count",  "type", "B",     "S",     "time",   "algbw",
+                                       "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "ratio"};
   CHECK(tokens(head[1]) == names);
 
   TableRow row;

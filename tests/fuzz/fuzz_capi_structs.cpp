@@ -83,8 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {  // comm creation from a raw config
       auto raw = as_struct<basp_comm_config_v1>(data, size);
       basp_comm_t comm = nullptr;
-      const basp_status_t st =
-          basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_SELF), reinterpret_cast<const basp_comm_config_t*>(raw.data()), &comm);
+      const basp_status_t st = basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_SELF),
+                                                    reinterpret_cast<const basp_comm_config_t*>(raw.data()), &comm);
       check(st);
       if ((st == BASP_SUCCESS) != (comm != nullptr)) std::abort();
       if (comm) check(basp_comm_destroy(comm));

@@ -32,13 +32,13 @@ inline bool have_device(const char* program) {
 }
 
 // A CUDA failure in the test harness itself: fatal.
-#define TEST_CUDA(call)                                                                                    \
-  do {                                                                                                     \
-    const cudaError_t test_rc_ = (call);                                                                   \
-    if (test_rc_ != cudaSuccess) {                                                                         \
-      std::printf("FATAL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(test_rc_));       \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
+#define TEST_CUDA(call)                                                                              \
+  do {                                                                                               \
+    const cudaError_t test_rc_ = (call);                                                             \
+    if (test_rc_ != cudaSuccess) {                                                                   \
+      std::printf("FATAL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(test_rc_)); \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
   } while (0)
 
 // Device bytes whose usable part starts `shift` bytes after a 256-byte boundary.

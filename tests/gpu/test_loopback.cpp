@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "expected_tensors.h"
 #include "gpu_util.h"
 #include "layout/cuda/pack_kernels.h"
-#include "expected_tensors.h"
 #include "layout_reference.h"
 #include "pattern.h"
 
@@ -89,8 +89,8 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
   for (auto& r : ranks) {
     auto in = ptrs(r.seq);
     std::vector<const void*> cin(in.begin(), in.end());
-    launched &= basp::layout::cuda::launch_scatter_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) ==
-                cudaSuccess;
+    launched &=
+        basp::layout::cuda::launch_scatter_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) == cudaSuccess;
   }
   all_to_all();
   for (auto& r : ranks) {
@@ -107,21 +107,22 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
   for (auto& r : ranks) {
     auto in = ptrs(r.head);
     std::vector<const void*> cin(in.begin(), in.end());
-    launched &= basp::layout::cuda::launch_gather_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) ==
-                cudaSuccess;
+    launched &=
+        basp::layout::cuda::launch_gather_pack(geoms.data(), n, ws, cin.data(), r.send.data(), stream) == cudaSuccess;
   }
   all_to_all();
   for (auto& r : ranks) {
     auto out = ptrs(r.back);
-    launched &= basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, r.recv.data(), out.data(), stream) ==
-                cudaSuccess;
+    launched &=
+        basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, r.recv.data(), out.data(), stream) == cudaSuccess;
   }
   TEST_CUDA(cudaStreamSynchronize(stream));
   TEST_CUDA(cudaStreamDestroy(stream));
   tally.check(launched, name);
   for (int64_t l = 0; l < k; ++l) {
     for (int32_t t = 0; t < n; ++t) {
-      const int64_t head_diff = basp::test::first_difference(ranks[l].head[t].download(), head_expected(geoms[t], t, l));
+      const int64_t head_diff =
+          basp::test::first_difference(ranks[l].head[t].download(), head_expected(geoms[t], t, l));
       if (!tally.check(head_diff < 0, name))
         std::printf("  scatter: rank %lld tensor %d first wrong byte %lld\n", static_cast<long long>(l), t,
                     static_cast<long long>(head_diff));

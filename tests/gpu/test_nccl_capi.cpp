@@ -177,9 +177,9 @@ int main() {
               "backend MPI given to basp_comm_create_nccl");
   config = nccl_config();
   config.micro_batch = 0;
-  tally.check(basp_comm_create_nccl(parent, &config, &comm) == BASP_ERROR_INVALID_ARGUMENT &&
-                  contains(last(), "micro_batch"),
-              "micro_batch 0");
+  tally.check(
+      basp_comm_create_nccl(parent, &config, &comm) == BASP_ERROR_INVALID_ARGUMENT && contains(last(), "micro_batch"),
+      "micro_batch 0");
 
   config = nccl_config();
   if (!tally.check(basp_comm_create_nccl(parent, &config, &comm) == BASP_SUCCESS, "basp_comm_create_nccl")) {
@@ -188,8 +188,8 @@ int main() {
     return tally.finish(program);
   }
   basp_rank_info_t rank = BASP_RANK_INFO_INITIALIZER;
-  tally.check(basp_comm_query(comm, -1, 1024, &rank) == BASP_SUCCESS && rank.world_size == 1 &&
-                  rank.num_groups == 1 && rank.group_size == 1,
+  tally.check(basp_comm_query(comm, -1, 1024, &rank) == BASP_SUCCESS && rank.world_size == 1 && rank.num_groups == 1 &&
+                  rank.group_size == 1,
               "comm query: N = G = K = 1");
 
   cudaStream_t stream = nullptr;

@@ -100,10 +100,10 @@ basp_plan_desc_t qkv_desc(int32_t layout, basp_dtype_t dtype, int64_t k) {
 }
 
 // One plan's scatter and gather on rank l, checked against the global pattern.
-void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t dtype, int64_t elem,
-              Failures& out, Barrier& barrier) {
-  const std::string name = std::string(layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD") + " elem " +
-                           std::to_string(elem) + ": ";
+void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t dtype, int64_t elem, Failures& out,
+              Barrier& barrier) {
+  const std::string name =
+      std::string(layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD") + " elem " + std::to_string(elem) + ": ";
   const basp_plan_desc_t desc = qkv_desc(layout, dtype, k);
   basp_plan_t plan = nullptr;
   if (basp_plan_create(comm, &desc, &plan) != BASP_SUCCESS) {
@@ -142,15 +142,16 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
   void* mid[3] = {head[0].data(), head[1].data(), head[2].data()};
   const void* mid_in[3] = {head[0].data(), head[1].data(), head[2].data()};
   void* out_t[3] = {back[0].data(), back[1].data(), back[2].data()};
-  const bool ran = basp_scatter(plan, in, mid, stream) == BASP_SUCCESS &&
-                   basp_gather(plan, mid_in, out_t, stream) == BASP_SUCCESS;
+  const bool ran =
+      basp_scatter(plan, in, mid, stream) == BASP_SUCCESS && basp_gather(plan, mid_in, out_t, stream) == BASP_SUCCESS;
   out.check(ran, l, name + "scatter/gather: " + (ran ? "" : basp_last_error()));
   TEST_CUDA(cudaStreamSynchronize(stream));
   TEST_CUDA(cudaStreamDestroy(stream));
   barrier.wait();
   if (ran) {
     for (int t = 0; t < 3; ++t) {
-      const int64_t h = basp::test::first_difference(head[t].download(), basp::test::head_expected(kSeed, geoms[t], t, l));
+      const int64_t h =
+          basp::test::first_difference(head[t].download(), basp::test::head_expected(kSeed, geoms[t], t, l));
       out.check(h < 0, l, name + "scatter of tensor " + std::to_string(t) + ": first wrong byte " + std::to_string(h));
       const int64_t s = basp::test::first_difference(back[t].download(), seq[t].download());
       out.check(s < 0, l, name + "gather of tensor " + std::to_string(t) + ": first wrong byte " + std::to_string(s));

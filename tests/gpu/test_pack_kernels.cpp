@@ -61,8 +61,10 @@ void run_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, int6
       wire_out.fill(kPoison);
       std::vector<std::byte> want(static_cast<size_t>(wire_bytes), std::byte{kPoison});
       for (int32_t t = 0; t < n; ++t) {
-        if (dir == 0) basp::test::ref_scatter_pack(geoms[t], ws, t, host_in[t].data(), want.data());
-        else basp::test::ref_gather_pack(geoms[t], ws, t, host_in[t].data(), want.data());
+        if (dir == 0)
+          basp::test::ref_scatter_pack(geoms[t], ws, t, host_in[t].data(), want.data());
+        else
+          basp::test::ref_gather_pack(geoms[t], ws, t, host_in[t].data(), want.data());
       }
       rc = dir == 0 ? basp::layout::cuda::launch_scatter_pack(geoms.data(), n, ws, in_ptr.data(), wire_out.data(), 0)
                     : basp::layout::cuda::launch_gather_pack(geoms.data(), n, ws, in_ptr.data(), wire_out.data(), 0);
@@ -75,12 +77,13 @@ void run_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, int6
       for (int32_t t = 0; t < n; ++t) {
         dev_out[t].fill(kPoison);
         want[t].assign(static_cast<size_t>(geoms[t].tensor_bytes()), std::byte{kPoison});
-        if (dir == 2) basp::test::ref_scatter_unpack(geoms[t], ws, t, host_wire.data(), want[t].data());
-        else basp::test::ref_gather_unpack(geoms[t], ws, t, host_wire.data(), want[t].data());
+        if (dir == 2)
+          basp::test::ref_scatter_unpack(geoms[t], ws, t, host_wire.data(), want[t].data());
+        else
+          basp::test::ref_gather_unpack(geoms[t], ws, t, host_wire.data(), want[t].data());
       }
-      rc = dir == 2
-               ? basp::layout::cuda::launch_scatter_unpack(geoms.data(), n, ws, wire_in.data(), out_ptr.data(), 0)
-               : basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, wire_in.data(), out_ptr.data(), 0);
+      rc = dir == 2 ? basp::layout::cuda::launch_scatter_unpack(geoms.data(), n, ws, wire_in.data(), out_ptr.data(), 0)
+                    : basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, wire_in.data(), out_ptr.data(), 0);
       if (!tally.check(rc == cudaSuccess, name)) continue;
       TEST_CUDA(cudaDeviceSynchronize());
       for (int32_t t = 0; t < n; ++t) {

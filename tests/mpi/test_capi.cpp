@@ -1,8 +1,8 @@
 // One test per error path of the C ABI: the documented status, a message naming the argument (and value), and
 // nothing created. Runs under mpirun with 2 ranks so that group size K = 2 (B = 1) makes divisibility matter.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <cstddef>
 #include <cstdlib>
@@ -120,7 +120,7 @@ TEST_CASE("comm creation: bad arguments are named and create nothing", "[capi]")
   c.size = first_layout - 8;
   CHECK(basp_comm_create_mpi(world, &c, &comm) == BASP_ERROR_BAD_STRUCT);
   CHECK_THAT(last(), Catch::Contains("config->size (" + std::to_string(first_layout - 8) + ")") &&
-                     Catch::Contains("first layout (" + std::to_string(first_layout) + " bytes"));
+                         Catch::Contains("first layout (" + std::to_string(first_layout) + " bytes"));
   c = config(2);
   c.size = first_layout;
   c.timeout_ms = -77;  // beyond the caller's struct: never read
@@ -254,8 +254,8 @@ TEST_CASE("plan creation: bad descriptors are named and create nothing", "[capi]
   if (n > 1) {
     basp_plan_desc_t bad = qkv(8 * n, 2 * n + 1, n);
     CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last(), Catch::Contains("num_heads[0] (" + std::to_string(2 * n + 1) + ") is not divisible by group size (" +
-                                       std::to_string(n) + ")"));
+    CHECK_THAT(last(), Catch::Contains("num_heads[0] (" + std::to_string(2 * n + 1) +
+                                       ") is not divisible by group size (" + std::to_string(n) + ")"));
     bad = qkv(8 * n + 1, 2 * n, n);
     CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last(), Catch::Contains("seq_len (" + std::to_string(8 * n + 1) + ") is not divisible by group size"));
@@ -282,8 +282,9 @@ TEST_CASE("plan creation: a bad BASP_MPI_TRANSPORT is named on every rank", "[ca
   };
   // Rank 0 alone sets a value that is no path.
   CHECK(attempt(rank == 0 ? "fastest" : "auto") == BASP_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last(), Catch::Contains(rank == 0 ? "BASP_MPI_TRANSPORT (fastest) must be auto, p2p, direct or staged"
-                                               : "BASP_MPI_TRANSPORT is not auto, p2p, direct or staged on another rank"));
+  CHECK_THAT(last(),
+             Catch::Contains(rank == 0 ? "BASP_MPI_TRANSPORT (fastest) must be auto, p2p, direct or staged"
+                                       : "BASP_MPI_TRANSPORT is not auto, p2p, direct or staged on another rank"));
   // Two forced paths that differ.
   CHECK(attempt(rank == 0 ? "direct" : "staged") == BASP_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("BASP_MPI_TRANSPORT is direct on some ranks"));

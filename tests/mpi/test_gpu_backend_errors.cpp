@@ -4,8 +4,8 @@
 // pointer-kind check of the MPI backend (host memory accepted with or without a driver; device memory rejected
 // when a device exists). Under mpirun with 1 and 2 ranks.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>

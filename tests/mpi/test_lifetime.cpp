@@ -3,8 +3,8 @@
 // dereferenced; double destroys are errors, not crashes. Run under ASan (scripts/test.sh) a use-after-free here
 // fails the test. Runs under mpirun with 1 or more ranks.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -30,9 +30,7 @@ basp_comm_t make_comm() {
   return comm;
 }
 
-basp_plan_desc_t desc(int64_t head_dim = 4) {
-  return basp::test::byte_bshd_desc(4 * g_size, head_dim, 2, g_size);
-}
+basp_plan_desc_t desc(int64_t head_dim = 4) { return basp::test::byte_bshd_desc(4 * g_size, head_dim, 2, g_size); }
 
 basp_plan_t make_plan(basp_comm_t comm, const basp_plan_desc_t& d) {
   basp_plan_t plan = nullptr;

@@ -3,8 +3,8 @@
 // them; nothing is created and the comm stays usable. Each case changes one field on the last rank only.
 // Runs under mpirun with 2 or more ranks; with 4, also checks that two groups are checked separately.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
@@ -30,8 +30,8 @@ std::string ranks_below(int n) {
 
 // "field: rank 0..2 = a, rank 3 = b" for a field where the last rank differs.
 std::string clause(const std::string& field, const std::string& others, const std::string& lasts) {
-  return field + ": rank " + ranks_below(g_size - 1) + " = " + others + ", rank " + std::to_string(g_size - 1) +
-         " = " + lasts;
+  return field + ": rank " + ranks_below(g_size - 1) + " = " + others + ", rank " + std::to_string(g_size - 1) + " = " +
+         lasts;
 }
 
 basp_comm_config_t config(int64_t b) {
@@ -42,9 +42,7 @@ basp_comm_config_t config(int64_t b) {
   return c;
 }
 
-basp_plan_desc_t qkv() {
-  return basp::test::byte_bshd_desc(4 * g_size, 4, 3, g_size);
-}
+basp_plan_desc_t qkv() { return basp::test::byte_bshd_desc(4 * g_size, 4, 3, g_size); }
 
 struct World {
   basp_comm_t comm = nullptr;
@@ -80,8 +78,7 @@ TEST_CASE("plan creation: each field that differs on one rank is named on every 
   const std::vector<Case> cases = {
       {"layout", [](basp_plan_desc_t& d) { d.layout = BASP_LAYOUT_SBHD; }, "BASP_LAYOUT_BSHD", "BASP_LAYOUT_SBHD"},
       {"dtype", [](basp_plan_desc_t& d) { d.dtype = BASP_DTYPE_FP32; }, "BASP_DTYPE_BYTE", "BASP_DTYPE_FP32"},
-      {"seq_len", [](basp_plan_desc_t& d) { d.seq_len *= 2; }, std::to_string(4 * g_size),
-       std::to_string(8 * g_size)},
+      {"seq_len", [](basp_plan_desc_t& d) { d.seq_len *= 2; }, std::to_string(4 * g_size), std::to_string(8 * g_size)},
       {"head_dim", [](basp_plan_desc_t& d) { d.head_dim = 8; }, "4", "8"},
       {"num_tensors", [](basp_plan_desc_t& d) { d.num_tensors = 2, d.num_heads[2] = 0; }, "3", "2"},
       {"num_heads[0]", [](basp_plan_desc_t& d) { d.num_heads[0] *= 2; }, std::to_string(2 * g_size),
@@ -179,8 +176,8 @@ TEST_CASE("comm creation: each field that differs on one rank is named on every 
       {"num_groups", [](basp_comm_config_t& c) { c.num_groups = 1; }, "-1", "1", BASP_ERROR_MISMATCH},
       {"placement", [](basp_comm_config_t& c) { c.placement = BASP_PLACEMENT_DEFAULT; }, "BASP_PLACEMENT_CONTIGUOUS",
        "BASP_PLACEMENT_DEFAULT", BASP_ERROR_MISMATCH},
-      {"backend", [](basp_comm_config_t& c) { c.backend = BASP_BACKEND_NCCL; }, "BASP_BACKEND_MPI",
-       "BASP_BACKEND_NCCL", BASP_ERROR_MISMATCH},
+      {"backend", [](basp_comm_config_t& c) { c.backend = BASP_BACKEND_NCCL; }, "BASP_BACKEND_MPI", "BASP_BACKEND_NCCL",
+       BASP_ERROR_MISMATCH},
       {"reserved0", [](basp_comm_config_t& c) { c.reserved0 = 3; }, "0", "3", BASP_ERROR_INVALID_ARGUMENT},
   };
   for (const Case& c : cases) {
@@ -225,8 +222,8 @@ TEST_CASE("groups are checked separately: a mismatch in one group leaves the oth
   } else {
     const int half = g_size / 2;
     CHECK(st == BASP_ERROR_MISMATCH);
-    std::string others = half - 1 >= 3 ? std::to_string(half) + ".." + std::to_string(g_size - 2)
-                                        : std::to_string(half);
+    std::string others =
+        half - 1 >= 3 ? std::to_string(half) + ".." + std::to_string(g_size - 2) : std::to_string(half);
     for (int r = half + 1; r < g_size - 1 && half - 1 < 3; ++r) others += ", " + std::to_string(r);
     CHECK_THAT(last(), Catch::Contains("group 1 (world ranks "));
     CHECK_THAT(last(), Catch::Contains("num_heads[1]: rank " + others + " = " + std::to_string(g_size) + ", rank " +

@@ -35,8 +35,8 @@ struct Trial {
 };
 
 // Element offsets of the two tensor forms (plain formulas, independent of the library's index math).
-int64_t seq_index(basp_layout_t layout, int64_t b_loc, int64_t s_loc, int64_t heads, int64_t D, int64_t b,
-                  int64_t s, int64_t h, int64_t d) {
+int64_t seq_index(basp_layout_t layout, int64_t b_loc, int64_t s_loc, int64_t heads, int64_t D, int64_t b, int64_t s,
+                  int64_t h, int64_t d) {
   if (layout == BASP_LAYOUT_BSHD) return ((b * s_loc + s) * heads + h) * D + d;
   return ((s * b_loc + b) * heads + h) * D + d;
 }
@@ -140,7 +140,8 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
   // tensors there (and the group has several ranks), else the one BASP_MPI_TRANSPORT forces, else any other.
   const int32_t path = plan.info().last_path;
   const int32_t want_path = K == 1 ? BASP_PATH_LOCAL : g_shared ? BASP_PATH_SHARED : g_forced_path;
-  if ((want_path >= 0 && path != want_path) || (want_path < 0 && (path == BASP_PATH_SHARED || path == BASP_PATH_NONE))) {
+  if ((want_path >= 0 && path != want_path) ||
+      (want_path < 0 && (path == BASP_PATH_SHARED || path == BASP_PATH_NONE))) {
     std::fprintf(stderr, "rank %d %s: scatter took path %d, expected %d\n", me.rank, label, path, want_path);
     return 1;
   }
@@ -157,8 +158,8 @@ int run_trial(const Trial& tr, int32_t num_groups, uint64_t seed, const char* la
                  "rank %d %s: %lld wrong bytes after scatter, %lld after gather (B=%lld G=%d K=%lld layout=%d "
                  "dtype=%d S=%lld D=%lld tensors=%zu)\n",
                  me.rank, label, static_cast<long long>(wrong), static_cast<long long>(wrong_back),
-                 static_cast<long long>(tr.micro_batch), me.num_groups, static_cast<long long>(K), tr.layout,
-                 tr.dtype, static_cast<long long>(tr.seq_len), static_cast<long long>(D), n);
+                 static_cast<long long>(tr.micro_batch), me.num_groups, static_cast<long long>(K), tr.layout, tr.dtype,
+                 static_cast<long long>(tr.seq_len), static_cast<long long>(D), n);
     return 1;
   }
   return 0;
@@ -172,12 +173,15 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int trials = argc > 1 ? std::atoi(argv[1]) : 24;
-  uint64_t seed = argc > 2 && std::strcmp(argv[2], "random") != 0 ? std::strtoull(argv[2], nullptr, 0)
-                                                                   : std::random_device{}();
+  uint64_t seed =
+      argc > 2 && std::strcmp(argv[2], "random") != 0 ? std::strtoull(argv[2], nullptr, 0) : std::random_device{}();
   g_shared = argc > 3 && std::strcmp(argv[3], "shared") == 0;
   if (const char* forced = std::getenv("BASP_MPI_TRANSPORT")) {
     const std::string f = forced;
-    g_forced_path = f == "p2p" ? BASP_PATH_P2P : f == "direct" ? BASP_PATH_DIRECT : f == "staged" ? BASP_PATH_STAGED : -1;
+    g_forced_path = f == "p2p"      ? BASP_PATH_P2P
+                    : f == "direct" ? BASP_PATH_DIRECT
+                    : f == "staged" ? BASP_PATH_STAGED
+                                    : -1;
   }
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {

@@ -28,9 +28,7 @@ void fail(int thread, const char* what) {
   std::fprintf(stderr, "rank %d thread %d: %s: %s\n", g_rank, thread, what, basp_last_error());
 }
 
-basp_plan_desc_t desc(int thread) {
-  return basp::test::byte_bshd_desc(4 * g_size, 16 + 8 * thread, 2, g_size);
-}
+basp_plan_desc_t desc(int thread) { return basp::test::byte_bshd_desc(4 * g_size, 16 + 8 * thread, 2, g_size); }
 
 struct Shared {
   std::atomic<basp_comm_t> comm{nullptr};

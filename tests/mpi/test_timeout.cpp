@@ -25,21 +25,21 @@ namespace {
 int g_rank = 0;
 int g_size = 0;
 int g_failures = 0;
-int64_t g_timeout_ms = 1000;     // what the comm's timeout is
+int64_t g_timeout_ms = 1000;      // what the comm's timeout is
 int64_t g_config_timeout = 1000;  // what the test passes in config->timeout_ms (-1: BASP_TIMEOUT_MS decides)
 // The margin over the timeout that a rank may take to report it: polling, scheduling on an oversubscribed
 // 2-core CI machine. The measured figures are far below it (docs/reliability.md).
 constexpr int64_t kMarginMs = 3000;
 MPI_Comm g_control = MPI_COMM_NULL;  // the test's own synchronisation, never given to libbasp
 
-#define EXPECT(cond, ...)                                                                       \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      ++g_failures;                                                                             \
-      std::fprintf(stderr, "rank %d: FAILED %s (line %d): ", g_rank, #cond, __LINE__);          \
-      std::fprintf(stderr, __VA_ARGS__);                                                        \
-      std::fprintf(stderr, "\n");                                                               \
-    }                                                                                           \
+#define EXPECT(cond, ...)                                                              \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      ++g_failures;                                                                    \
+      std::fprintf(stderr, "rank %d: FAILED %s (line %d): ", g_rank, #cond, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                                               \
+      std::fprintf(stderr, "\n");                                                      \
+    }                                                                                  \
   } while (0)
 
 bool is_late() { return g_rank == g_size - 1; }
@@ -65,9 +65,7 @@ basp_comm_t make_comm(MPI_Comm parent, int64_t micro_batch = 1) {
   return comm;
 }
 
-basp_plan_desc_t desc(int64_t head_dim) {
-  return basp::test::byte_bshd_desc(8 * g_size, head_dim, 2, g_size);
-}
+basp_plan_desc_t desc(int64_t head_dim) { return basp::test::byte_bshd_desc(8 * g_size, head_dim, 2, g_size); }
 
 basp_plan_t make_plan(basp_comm_t comm, const basp_plan_desc_t& d) {
   basp_plan_t plan = nullptr;
@@ -81,8 +79,8 @@ basp_plan_t make_plan(basp_comm_t comm, const basp_plan_desc_t& d) {
 // The timed-out call's report: status, time and message.
 void expect_timeout(basp_status_t st, int64_t elapsed_ms, const char* call, const std::string& where,
                     const char* role) {
-  std::printf("rank %d (%s): %s -> %s after %lld ms (timeout %lld ms)\n", g_rank, role, call,
-              basp_status_string(st), static_cast<long long>(elapsed_ms), static_cast<long long>(g_timeout_ms));
+  std::printf("rank %d (%s): %s -> %s after %lld ms (timeout %lld ms)\n", g_rank, role, call, basp_status_string(st),
+              static_cast<long long>(elapsed_ms), static_cast<long long>(g_timeout_ms));
   EXPECT(st == BASP_ERROR_TIMEOUT, "%s returned %s: %s", call, basp_status_string(st), last().c_str());
   EXPECT(elapsed_ms >= g_timeout_ms - 5, "%s gave up after %lld ms, before its timeout", call,
          static_cast<long long>(elapsed_ms));
@@ -277,8 +275,8 @@ void scenario_exchange(MPI_Comm parent, int op, int64_t head_dim) {
     // rank's sends are buffered too, so the late exchange may complete, with exact data. Large chunks need the
     // others' receives (cancelled) and the direct path needs their addresses (never sent): those time out.
     basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
-    const bool p2p = st == BASP_SUCCESS && basp_plan_query(plan, &info) == BASP_SUCCESS &&
-                     info.last_path == BASP_PATH_P2P;
+    const bool p2p =
+        st == BASP_SUCCESS && basp_plan_query(plan, &info) == BASP_SUCCESS && info.last_path == BASP_PATH_P2P;
     expect_late_outcome(st, took, call, p2p && head_dim < 1024, exact);
   }
   EXPECT(basp_plan_destroy(plan) == BASP_SUCCESS, "%s", last().c_str());
@@ -301,12 +299,11 @@ void scenario_mixed_ops(MPI_Comm parent) {
   std::printf("rank %d: mixed operations -> %s after %lld ms\n", g_rank, basp_status_string(st),
               static_cast<long long>(took));
   if (direct) {
-    // Direct and staged paths: every rank sees every rank's operation before touching any peer's memory: a mismatch, at once, and the comm
-    // stays usable.
+    // Direct and staged paths: every rank sees every rank's operation before touching any peer's memory: a mismatch, at
+    // once, and the comm stays usable.
     EXPECT(st == BASP_ERROR_MISMATCH, "%s: %s", basp_status_string(st), last().c_str());
     const std::string others = g_size == 2 ? "0" : g_size == 3 ? "0, 1" : "0..";
-    EXPECT(contains(last(), "not in the same operation of this plan: rank " + others),
-           "%s", last().c_str());
+    EXPECT(contains(last(), "not in the same operation of this plan: rank " + others), "%s", last().c_str());
     EXPECT(contains(last(), "rank " + std::to_string(g_size - 1) + " = basp_gather"), "%s", last().c_str());
     EXPECT(took < g_timeout_ms, "the mismatch took %lld ms", static_cast<long long>(took));
     EXPECT(basp::test::exchange_is_exact(comm, plan, d, 10), "the comm is not usable after the mismatch: %s",

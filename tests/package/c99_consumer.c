@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                                        \
-  do {                                                                                                     \
-    basp_status_t st_ = (call);                                                                            \
-    if (st_ != BASP_SUCCESS) {                                                                             \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, basp_status_string(st_), basp_last_error());           \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                                        \
-    }                                                                                                      \
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    basp_status_t st_ = (call);                                                                  \
+    if (st_ != BASP_SUCCESS) {                                                                   \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, basp_status_string(st_), basp_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                              \
+    }                                                                                            \
   } while (0)
 
 int main(int argc, char** argv) {

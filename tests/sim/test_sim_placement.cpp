@@ -193,8 +193,7 @@ void check_placement(int32_t placement, int64_t micro_batch, const std::vector<i
                                      [](uint8_t a, uint8_t b) { return int64_t{a == b}; });
   }
   if (wrong || wrong_back) {
-    fail(name, std::to_string(wrong) + " wrong bytes after scatter, " + std::to_string(wrong_back) +
-                   " after gather");
+    fail(name, std::to_string(wrong) + " wrong bytes after scatter, " + std::to_string(wrong_back) + " after gather");
   }
   // A group spanning nodes cannot use the one-node paths (cross-memory attach, shared memory); a node-local one
   // must take the direct path when BASP_MPI_TRANSPORT=direct forces it (a spanning one would fail to plan).
@@ -212,7 +211,7 @@ void check_placement(int32_t placement, int64_t micro_batch, const std::vector<i
   for (const auto& grp : groups)
     for (int32_t a : grp)
       for (int32_t b : grp) cross_pairs += a != b && node_of[a] != node_of[b];
-  const int64_t expected = 2 * cross_pairs * payload_per_peer;  // scatter + gather
+  const int64_t expected = 2 * cross_pairs * payload_per_peer;                     // scatter + gather
   const int64_t moved = 2 * static_cast<int64_t>(n) * (K - 1) * payload_per_peer;  // all peers, both ways
   if (g_rank == 0) {
     const int64_t delta = tx_after - tx_before;
@@ -249,8 +248,10 @@ int main(int argc, char** argv) {
   const bool cyclic = std::strcmp(argv[3], "cyclic") == 0;
   if (nodes < 2 || per_node < 2 || nodes * per_node != n) {
     if (g_rank == 0) {
-      std::fprintf(stderr, "test_sim_placement: needs nodes x ranks_per_node >= 2 x 2 ranks (got %d) under "
-                   "scripts/sim-cluster\n", n);
+      std::fprintf(stderr,
+                   "test_sim_placement: needs nodes x ranks_per_node >= 2 x 2 ranks (got %d) under "
+                   "scripts/sim-cluster\n",
+                   n);
     }
     MPI_Finalize();
     return 1;
@@ -288,15 +289,15 @@ int main(int argc, char** argv) {
                                            " numbering over " + argv[1] + " nodes says otherwise");
         }
         if (id_same != mpi_same) {
-          fail(id_source, "ranks " + std::to_string(a) + " (" + &ids[64 * a] + ") and " + std::to_string(b) +
-                                   " (" + &ids[64 * b] + ") disagree with MPI_COMM_TYPE_SHARED");
+          fail(id_source, "ranks " + std::to_string(a) + " (" + &ids[64 * a] + ") and " + std::to_string(b) + " (" +
+                              &ids[64 * b] + ") disagree with MPI_COMM_TYPE_SHARED");
         }
       }
     }
     std::string map;
     for (int r = 0; r < n; ++r) map += std::string(r ? " " : "") + std::to_string(r) + ":" + &ids[64 * r];
-    std::printf("test_sim_placement: %d nodes x %d ranks, %s numbering, nodes by %s: %s\n", nodes, per_node,
-                argv[3], id_source, map.c_str());
+    std::printf("test_sim_placement: %d nodes x %d ranks, %s numbering, nodes by %s: %s\n", nodes, per_node, argv[3],
+                id_source, map.c_str());
   }
 
   // 2 and 3. B = nodes: G = nodes groups of K = ranks_per_node, exactly one node's worth each.

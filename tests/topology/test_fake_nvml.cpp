@@ -12,8 +12,8 @@
 #include "topology_fixtures.h"
 
 using basp::test::as_set;
-using basp::test::GroupSet;
 using basp::test::groups;
+using basp::test::GroupSet;
 using basp::topology::Topology;
 
 namespace {
@@ -81,7 +81,7 @@ TEST_CASE("fake NVML: a failing nvmlInit means no NVLink information", "[fake-nv
   require_fake_library();
   const Topology t = Topology::discover();
   REQUIRE_FALSE(t.has_nvlink_info());
-  REQUIRE_THAT(t.link_status(), Catch::StartsWith("no NVLink information") &&
-                                    Catch::Contains("nvmlInit_v2 failed: Driver Not Loaded"));
+  REQUIRE_THAT(t.link_status(),
+               Catch::StartsWith("no NVLink information") && Catch::Contains("nvmlInit_v2 failed: Driver Not Loaded"));
   REQUIRE(t.num_gpus() == 0);
 }

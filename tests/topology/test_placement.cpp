@@ -226,10 +226,22 @@ TEST_CASE("NVL72-like domain: groups of two whole trays; two domains: one group 
 
 TEST_CASE("65,536 ranks on 8-GPU nodes numbered round-robin: every group inside one node", "[placement]") {
   // DGX-1-like nodes: K = 4 must pick the two fully connected quads of each node.
-  const NodeLinks dgx1 = links_from(8, {{{0, 3}, 50000}, {{0, 4}, 50000}, {{1, 2}, 50000}, {{1, 5}, 50000},
-                                        {{2, 3}, 50000}, {{4, 7}, 50000}, {{5, 6}, 50000}, {{6, 7}, 50000},
-                                        {{0, 1}, 25000}, {{0, 2}, 25000}, {{1, 3}, 25000}, {{2, 6}, 25000},
-                                        {{3, 7}, 25000}, {{4, 5}, 25000}, {{4, 6}, 25000}, {{5, 7}, 25000}});
+  const NodeLinks dgx1 = links_from(8, {{{0, 3}, 50000},
+                                        {{0, 4}, 50000},
+                                        {{1, 2}, 50000},
+                                        {{1, 5}, 50000},
+                                        {{2, 3}, 50000},
+                                        {{4, 7}, 50000},
+                                        {{5, 6}, 50000},
+                                        {{6, 7}, 50000},
+                                        {{0, 1}, 25000},
+                                        {{0, 2}, 25000},
+                                        {{1, 3}, 25000},
+                                        {{2, 6}, 25000},
+                                        {{3, 7}, 25000},
+                                        {{4, 5}, 25000},
+                                        {{4, 6}, 25000},
+                                        {{5, 7}, 25000}});
   constexpr int32_t kNodes = 8192;
   PlacementInput in;
   in.ranks.resize(kNodes * 8);
@@ -253,8 +265,8 @@ TEST_CASE("65,536 ranks on 8-GPU nodes numbered round-robin: every group inside 
 
 TEST_CASE("exhaustive node partition reaches the brute-force optimum", "[placement]") {
   std::mt19937 rng(42);
-  const std::vector<std::vector<int32_t>> shapes = {{2, 2, 2}, {3, 3}, {2, 2, 2, 2}, {4, 4}, {4, 2, 2}, {3, 2, 1},
-                                                    {1, 1, 2, 4}, {5, 2}, {3, 3, 2}};
+  const std::vector<std::vector<int32_t>> shapes = {{2, 2, 2}, {3, 3},       {2, 2, 2, 2}, {4, 4},   {4, 2, 2},
+                                                    {3, 2, 1}, {1, 1, 2, 4}, {5, 2},       {3, 3, 2}};
   for (int iter = 0; iter < 60; ++iter) {
     const auto& sizes = shapes[static_cast<size_t>(iter) % shapes.size()];
     const int32_t m = std::accumulate(sizes.begin(), sizes.end(), 0);

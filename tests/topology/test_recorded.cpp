@@ -9,8 +9,8 @@
 #include "topology_fixtures.h"
 
 using basp::test::as_set;
-using basp::test::GroupSet;
 using basp::test::groups;
+using basp::test::GroupSet;
 using basp::test::recorded;
 using basp::test::world;
 using basp::topology::Topology;

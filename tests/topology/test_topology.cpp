@@ -19,8 +19,8 @@
 
 using basp::test::as_set;
 using basp::test::fixture;
-using basp::test::GroupSet;
 using basp::test::groups;
+using basp::test::GroupSet;
 using basp::test::world;
 using basp::topology::PciAddress;
 using basp::topology::Topology;
@@ -113,7 +113,8 @@ TEST_CASE("node identity: host name + boot id, or BASP_NODE_ID", "[topology]") {
   } else {
     unsetenv("BASP_NODE_ID");
   }
-  REQUIRE(basp::topology::key_from_hex(basp::topology::key_to_hex(0x0123456789abcdefull), "k") == 0x0123456789abcdefull);
+  REQUIRE(basp::topology::key_from_hex(basp::topology::key_to_hex(0x0123456789abcdefull), "k") ==
+          0x0123456789abcdefull);
   REQUIRE_THROWS_WITH(basp::topology::key_from_hex("xyz", "BaspNodeKey"), Catch::Contains("BaspNodeKey (\"xyz\")"));
 }
 
@@ -169,8 +170,8 @@ TEST_CASE("DGX-1 V100: K=4 gives the two fully connected quads, K=2 only double-
     REQUIRE(t.gpus()[static_cast<size_t>(a)].package == (a < 4 ? 0 : 1));
   }
   // Whatever GPU each rank has: map the expected GPU sets through the rank -> GPU mapping.
-  for (const std::vector<int32_t>& gpu_of : {std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7},
-                                             std::vector<int32_t>{7, 0, 6, 1, 5, 2, 4, 3}}) {
+  for (const std::vector<int32_t>& gpu_of :
+       {std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}, std::vector<int32_t>{7, 0, 6, 1, 5, 2, 4, 3}}) {
     const auto ranks = world(t, 1, false, gpu_of);
     auto gpus_of = [&](const std::vector<int32_t>& members) {
       std::set<int32_t> out;
@@ -191,7 +192,8 @@ TEST_CASE("DGX-1 V100: K=4 gives the two fully connected quads, K=2 only double-
   round_trip(t, "dgx1.xml");
 }
 
-TEST_CASE("PCIe server with NVLink bridges: K=2 gives the bridged pairs, not the PCIe-switch pair", "[topology][hwloc]") {
+TEST_CASE("PCIe server with NVLink bridges: K=2 gives the bridged pairs, not the PCIe-switch pair",
+          "[topology][hwloc]") {
   const Topology t = Topology::load_xml(fixture("pcie-nvlink-bridge.xml"));
   REQUIRE(t.num_gpus() == 8);
   // Fixture sanity: PCIe alone would pair GPU1 with GPU2 (one switch) and GPU5 with GPU6.
@@ -226,7 +228,8 @@ TEST_CASE("DGX A100: all pairs through NVSwitch, ties broken by PCI switches the
   round_trip(t, "a100.xml");
 }
 
-TEST_CASE("HGX H100 recorded through NVSwitch PCI devices: every pair 18 links, groups by package", "[topology][hwloc]") {
+TEST_CASE("HGX H100 recorded through NVSwitch PCI devices: every pair 18 links, groups by package",
+          "[topology][hwloc]") {
   const Topology t = Topology::load_xml(fixture("hgx-h100.xml"));
   REQUIRE(t.num_gpus() == 8);
   for (int a = 0; a < 8; ++a) {

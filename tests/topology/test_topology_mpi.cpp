@@ -24,14 +24,14 @@ namespace {
 int g_rank = 0;
 int g_failures = 0;
 
-#define EXPECT(cond, ...)                                           \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      std::fprintf(stderr, "rank %d: FAILED %s: ", g_rank, #cond);  \
-      std::fprintf(stderr, __VA_ARGS__);                            \
-      std::fprintf(stderr, "\n");                                   \
-      ++g_failures;                                                 \
-    }                                                               \
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      std::fprintf(stderr, "rank %d: FAILED %s: ", g_rank, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                           \
+      std::fprintf(stderr, "\n");                                  \
+      ++g_failures;                                                \
+    }                                                              \
   } while (0)
 
 std::vector<std::vector<int32_t>> comm_groups(int64_t micro_batch, int32_t placement) {
@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
 
   int total = 0;
   MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) std::printf("%s: %d ranks on %d pretended nodes, %d failure(s)\n", total ? "FAIL" : "PASS", size, nodes, total);
+  if (g_rank == 0)
+    std::printf("%s: %d ranks on %d pretended nodes, %d failure(s)\n", total ? "FAIL" : "PASS", size, nodes, total);
   MPI_Finalize();
   return total == 0 ? 0 : 1;
 }

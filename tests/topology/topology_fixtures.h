@@ -78,7 +78,8 @@ inline GroupSet as_set(const std::vector<std::vector<int32_t>>& members) {
   return out;
 }
 
-inline std::set<uint64_t> nodes_of(const std::vector<topology::RankLocality>& ranks, const std::vector<int32_t>& group) {
+inline std::set<uint64_t> nodes_of(const std::vector<topology::RankLocality>& ranks,
+                                   const std::vector<int32_t>& group) {
   std::set<uint64_t> out;
   for (int32_t r : group) out.insert(ranks[static_cast<size_t>(r)].node_key);
   return out;

@@ -75,8 +75,8 @@ TEST_CASE("fingerprint: every field of a plan descriptor changes it", "[consiste
   CHECK(basp::runtime::fingerprint(plan_record(base, other)) != h);
   const auto swapped = basp::plan::make_layout(4, 1, {{1, 0, 2, 3}});
   CHECK(basp::runtime::fingerprint(plan_record(base, swapped)) != h);
-  CHECK(basp::runtime::fingerprint(basp::runtime::describe_plan_create(&base, BASP_SUCCESS, layout,
-                                                                       BASP_PLACEMENT_DEFAULT)) != h);
+  CHECK(basp::runtime::fingerprint(
+            basp::runtime::describe_plan_create(&base, BASP_SUCCESS, layout, BASP_PLACEMENT_DEFAULT)) != h);
   // A rank whose own checks failed, or whose struct could not be read.
   CHECK(basp::runtime::fingerprint(basp::runtime::describe_plan_create(&base, BASP_ERROR_INVALID_ARGUMENT, layout,
                                                                        BASP_PLACEMENT_CONTIGUOUS)) != h);
@@ -197,8 +197,9 @@ TEST_CASE("agree_by_allgather: one round when the records agree, a named mismatc
     FAIL("no mismatch reported");
   } catch (const basp::detail::Error& e) {
     CHECK(e.status() == BASP_ERROR_MISMATCH);
-    CHECK(std::string(e.what()) == "the ranks of group 0 (world ranks 0, 1) are not in the same collective call: "
-                                   "call: rank 0 = basp_plan_create, rank 1 = basp_mem_alloc");
+    CHECK(std::string(e.what()) ==
+          "the ranks of group 0 (world ranks 0, 1) are not in the same collective call: "
+          "call: rank 0 = basp_plan_create, rank 1 = basp_mem_alloc");
   }
 
   // A failure of the all-gather itself (a timeout) comes through unchanged.

@@ -43,7 +43,8 @@ TEST_CASE("exchange plan sizes", "[plan]") {
 TEST_CASE("descriptor errors name the field and the value", "[plan]") {
   auto bad = qkv_desc();
   bad.num_heads[1] = 6;
-  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad, 4), Catch::Contains("num_heads[1] (6) is not divisible by group size (4)"));
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad, 4),
+                      Catch::Contains("num_heads[1] (6) is not divisible by group size (4)"));
   bad = qkv_desc();
   bad.seq_len = 30;
   REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad, 4), Catch::Contains("seq_len (30)"));

@@ -16,8 +16,8 @@ TEST_CASE("planner properties for every N <= 64 and B <= 128", "[plan]") {
       // The gcd rule, and its two named regimes.
       REQUIRE(g == static_cast<int32_t>(std::gcd(static_cast<int64_t>(n), b)));
       REQUIRE(layout.group_size * layout.num_groups == n);
-      if (n % b == 0) REQUIRE(layout.num_groups == b);       // the paper: one group per sequence
-      if (b % n == 0) REQUIRE(layout.group_size == 1);       // data parallelism
+      if (n % b == 0) REQUIRE(layout.num_groups == b);  // the paper: one group per sequence
+      if (b % n == 0) REQUIRE(layout.group_size == 1);  // data parallelism
       const int64_t seq_len = 4 * static_cast<int64_t>(layout.group_size);
       std::vector<int> rank_seen(static_cast<size_t>(n), 0);
       std::vector<int> seq_owner(static_cast<size_t>(b), -1);
@@ -45,7 +45,8 @@ TEST_CASE("planner properties for every N <= 64 and B <= 128", "[plan]") {
 
 TEST_CASE("edge cases: K = 1, G = 1 and beyond-the-paper batches", "[plan]") {
   // N = 8, B = 6: 2 groups of 4, 3 sequences each.
-  auto layout = basp::plan::make_layout(8, 6, basp::plan::contiguous_members(8, basp::plan::resolve_num_groups(8, 6, -1)));
+  auto layout =
+      basp::plan::make_layout(8, 6, basp::plan::contiguous_members(8, basp::plan::resolve_num_groups(8, 6, -1)));
   CHECK(layout.num_groups == 2);
   CHECK(layout.group_size == 4);
   CHECK(layout.sequences_per_group() == 3);
@@ -70,11 +71,14 @@ TEST_CASE("membership is data: any partition is accepted, broken ones are named"
   CHECK(layout.group_of[3] == 0);
   CHECK(layout.position_of[0] == 1);
   CHECK(basp::plan::describe_rank(layout, 0, 8).token_begin == 4);
-  REQUIRE_THROWS_WITH(basp::plan::make_layout(4, 2, {{0, 1}, {1, 2}}), Catch::Contains("rank 1 is listed in groups 0 and 1"));
+  REQUIRE_THROWS_WITH(basp::plan::make_layout(4, 2, {{0, 1}, {1, 2}}),
+                      Catch::Contains("rank 1 is listed in groups 0 and 1"));
   REQUIRE_THROWS_WITH(basp::plan::make_layout(4, 2, {{0, 1}, {2, 7}}), Catch::Contains("rank 7 outside"));
-  REQUIRE_THROWS_WITH(basp::plan::resolve_num_groups(8, 6, 4), Catch::Contains("num_groups (4) does not divide micro_batch (6)"));
+  REQUIRE_THROWS_WITH(basp::plan::resolve_num_groups(8, 6, 4),
+                      Catch::Contains("num_groups (4) does not divide micro_batch (6)"));
   REQUIRE_THROWS_WITH(basp::plan::resolve_num_groups(8, 6, 0), Catch::Contains("num_groups (0)"));
   auto l = basp::plan::make_layout(8, 2, basp::plan::contiguous_members(8, 2));
-  REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 0, 6), Catch::Contains("seq_len (6) is not divisible by group size (4)"));
+  REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 0, 6),
+                      Catch::Contains("seq_len (6) is not divisible by group size (4)"));
   REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 8, 8), Catch::Contains("rank (8)"));
 }

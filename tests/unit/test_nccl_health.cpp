@@ -173,7 +173,7 @@ TEST_CASE("abort: once, the comm broken naming the abort, never destroyed afterw
   REQUIRE(basp_comm_get_async_error(comm, &error, message, sizeof(message)) == BASP_SUCCESS);
   CHECK(error == BASP_ERROR_NCCL);
   CHECK(contains(message, "aborted"));
-  CHECK(fake.queries == 0);  // an aborted communicator is not queried
+  CHECK(fake.queries == 0);                        // an aborted communicator is not queried
   REQUIRE(basp_comm_abort(comm) == BASP_SUCCESS);  // a second abort does nothing
   CHECK(fake.aborts == 1);
   REQUIRE(basp_comm_destroy(comm) == BASP_SUCCESS);
@@ -248,8 +248,10 @@ TEST_CASE("a watchdog thread polling while another thread aborts", "[nccl]") {
   bool after = false;
   bool consistent = true;
   for (basp_status_t s : seen) {
-    if (s == BASP_ERROR_NCCL) after = true;
-    else if (s != BASP_SUCCESS || after) consistent = false;
+    if (s == BASP_ERROR_NCCL)
+      after = true;
+    else if (s != BASP_SUCCESS || after)
+      consistent = false;
   }
   CHECK(consistent);
   basp_status_t error = BASP_SUCCESS;

@@ -132,8 +132,10 @@ TEST_CASE("kernel body on the host: every layout, element size and direction, bi
             Buffer wire(wire_bytes, 0, std::byte{kPoison});
             std::vector<std::byte> want(static_cast<size_t>(wire_bytes), std::byte{kPoison});
             for (int32_t t = 0; t < n; ++t) {
-              if (side == TensorSide::kSeq) basp::test::ref_scatter_pack(geoms[t], ws, t, src[t].data, want.data());
-              else basp::test::ref_gather_pack(geoms[t], ws, t, src[t].data, want.data());
+              if (side == TensorSide::kSeq)
+                basp::test::ref_scatter_pack(geoms[t], ws, t, src[t].data, want.data());
+              else
+                basp::test::ref_gather_pack(geoms[t], ws, t, src[t].data, want.data());
             }
             run_on_host(basp::layout::make_row_copy_args(geoms.data(), n, ws, side, true, src_ptr.data(), wire.data));
             // Padding between chunks is never written: it stays poisoned on both sides.
@@ -148,8 +150,10 @@ TEST_CASE("kernel body on the host: every layout, element size and direction, bi
             for (int32_t t = 0; t < n; ++t) {
               std::memset(dst[t].data, static_cast<int>(kPoison), static_cast<size_t>(geoms[t].tensor_bytes()));
               expect[t].assign(static_cast<size_t>(geoms[t].tensor_bytes()), std::byte{kPoison});
-              if (side == TensorSide::kSeq) basp::test::ref_gather_unpack(geoms[t], ws, t, wire.data, expect[t].data());
-              else basp::test::ref_scatter_unpack(geoms[t], ws, t, wire.data, expect[t].data());
+              if (side == TensorSide::kSeq)
+                basp::test::ref_gather_unpack(geoms[t], ws, t, wire.data, expect[t].data());
+              else
+                basp::test::ref_scatter_unpack(geoms[t], ws, t, wire.data, expect[t].data());
             }
             run_on_host(basp::layout::make_row_copy_args(geoms.data(), n, ws, side, false, dst_ptr.data(), wire.data));
             for (int32_t t = 0; t < n; ++t) {

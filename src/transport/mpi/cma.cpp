@@ -19,7 +19,8 @@ void CmaChannel::add(std::byte* local, uintptr_t remote, size_t bytes) {
   const bool merge_local =
       nlocal_ > 0 && static_cast<std::byte*>(local_[nlocal_ - 1].iov_base) + local_[nlocal_ - 1].iov_len == local;
   const bool merge_remote =
-      nremote_ > 0 && reinterpret_cast<uintptr_t>(remote_[nremote_ - 1].iov_base) + remote_[nremote_ - 1].iov_len == remote;
+      nremote_ > 0 &&
+      reinterpret_cast<uintptr_t>(remote_[nremote_ - 1].iov_base) + remote_[nremote_ - 1].iov_len == remote;
   if ((!merge_local && nlocal_ == kMaxIov) || (!merge_remote && nremote_ == kMaxIov)) {
     flush();
     add(local, remote, bytes);
@@ -44,10 +45,10 @@ void CmaChannel::flush() {
                              : process_vm_readv(pid_, local_.data(), nlocal_, remote_.data(), nremote_, 0);
   if (got != static_cast<ssize_t>(queued_)) {
     const int err = got < 0 ? errno : 0;
-    detail::fail(BASP_ERROR_MPI, "intra-node ", write_ ? "write (process_vm_writev) to" : "read (process_vm_readv) from",
-                 " group rank ", peer_, " (pid ", pid_,
-                 ") copied ", got, " of ", queued_, " bytes", err ? ": " : "", err ? std::strerror(err) : "",
-                 " (does that rank's buffer hold the plan's tensor size?)");
+    detail::fail(BASP_ERROR_MPI, "intra-node ",
+                 write_ ? "write (process_vm_writev) to" : "read (process_vm_readv) from", " group rank ", peer_,
+                 " (pid ", pid_, ") copied ", got, " of ", queued_, " bytes", err ? ": " : "",
+                 err ? std::strerror(err) : "", " (does that rank's buffer hold the plan's tensor size?)");
   }
   nlocal_ = nremote_ = queued_ = 0;
 }

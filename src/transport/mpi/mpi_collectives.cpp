@@ -19,8 +19,8 @@ struct Buffers {
   std::vector<std::byte> out;
 };
 
-void complete(const CollectiveScope& scope, MPI_Request* request, std::unique_ptr<Buffers>& buffers,
-              const char* step, const detail::Deadline& deadline) {
+void complete(const CollectiveScope& scope, MPI_Request* request, std::unique_ptr<Buffers>& buffers, const char* step,
+              const detail::Deadline& deadline) {
   WaitLabel label;
   label.where = &scope.where;
   try {
@@ -60,8 +60,8 @@ void allreduce_min(const CollectiveScope& scope, int64_t* values, int n, const c
   buffers->out.resize(bytes);
   std::memcpy(buffers->in.data(), values, bytes);
   MPI_Request request = MPI_REQUEST_NULL;
-  BASP_MPI_CHECK(MPI_Iallreduce(buffers->in.data(), buffers->out.data(), n, MPI_INT64_T, MPI_MIN, scope.comm,
-                                &request));
+  BASP_MPI_CHECK(
+      MPI_Iallreduce(buffers->in.data(), buffers->out.data(), n, MPI_INT64_T, MPI_MIN, scope.comm, &request));
   complete(scope, &request, buffers, step, deadline);
   std::memcpy(values, buffers->out.data(), bytes);
 }

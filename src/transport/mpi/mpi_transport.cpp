@@ -204,8 +204,7 @@ class MpiExecutor final : public PlanExecutor {
         for (int32_t t = 0; t < n; ++t) {
           auto* out = static_cast<std::byte*>(outputs[t]) + plan_.tensors[t].head_row_offset(0, j);
           request_peer_[nreq] = j;
-          BASP_MPI_CHECK(
-              MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
+          BASP_MPI_CHECK(MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
         }
       }
       // Pack each peer's chunk and send it at once, so packing the next overlaps the transfer of this one.
@@ -215,8 +214,8 @@ class MpiExecutor final : public PlanExecutor {
           std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
           layout::pack_seq_rows(plan_.tensors[t], static_cast<const std::byte*>(inputs[t]), chunk, j);
           request_peer_[nreq] = j;
-          BASP_MPI_CHECK(MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm,
-                                   &requests_[nreq++]));
+          BASP_MPI_CHECK(
+              MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq++]));
         }
       }
       for (int32_t t = 0; t < n; ++t) {
@@ -247,8 +246,8 @@ class MpiExecutor final : public PlanExecutor {
         for (int32_t t = 0; t < n; ++t) {
           std::byte* chunk = workspace_.get() + plan_.workspace_offset(t, j);
           request_peer_[nreq] = j;
-          BASP_MPI_CHECK(MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm,
-                                   &requests_[nreq++]));
+          BASP_MPI_CHECK(
+              MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
         }
       }
       for (int32_t i = 1; i < k; ++i) {
@@ -256,8 +255,7 @@ class MpiExecutor final : public PlanExecutor {
         for (int32_t t = 0; t < n; ++t) {
           const auto* in = static_cast<const std::byte*>(inputs[t]) + plan_.tensors[t].head_row_offset(0, j);
           request_peer_[nreq] = j;
-          BASP_MPI_CHECK(
-              MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
+          BASP_MPI_CHECK(MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq++]));
         }
       }
       for (int32_t t = 0; t < n; ++t) {
@@ -305,7 +303,10 @@ class MpiExecutor final : public PlanExecutor {
     const bool known = mode == "auto" || mode == "p2p" || mode == "direct" || mode == "staged";
     const CollectiveScope group = scope();
     // Every rank must take the same path, whatever its environment says.
-    const int64_t want = mode == "auto" ? kWantAuto : mode == "direct" ? kWantDirect : mode == "staged" ? kWantStaged : kWantP2P;
+    const int64_t want = mode == "auto"     ? kWantAuto
+                         : mode == "direct" ? kWantDirect
+                         : mode == "staged" ? kWantStaged
+                                            : kWantP2P;
     int64_t wants[3] = {want, -want, known ? 0 : -1};
     allreduce_min(group, wants, 3, "the choice of the MPI path at basp_plan_create", deadline);
     BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, direct or staged");
@@ -345,8 +346,8 @@ class MpiExecutor final : public PlanExecutor {
     }
     bool shared = false;
     const CollectiveScope group = scope();
-    void* mine = staging_.allocate(group, plan_.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared,
-                                   deadline);
+    void* mine =
+        staging_.allocate(group, plan_.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared, deadline);
     if (!shared) {
       staging_.release(group, plan_.position, mine, deadline);
       staged_offset_.clear();
@@ -386,11 +387,13 @@ class MpiExecutor final : public PlanExecutor {
                     deadline);
     int64_t ok = one_node ? 1 : 0;
     for (int j = 0; j < k && ok; ++j) {
-      if (j != me) ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
+      if (j != me)
+        ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
     }
     allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
     BASP_CHECK(ok || !forced, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=direct was requested but ",
-               !one_node ? "the group spans several nodes" : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
+               !one_node ? "the group spans several nodes"
+                         : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
     for (const Endpoint& e : all) pids_.push_back(static_cast<pid_t>(e.pid));
     return ok == 1;
   }
@@ -436,16 +439,18 @@ class MpiExecutor final : public PlanExecutor {
       return true;
     }
     // Round 1: every peer is in this call, and in the same operation.
-    arrive(op, deadline, scatter ? "the arrival of the group's ranks at basp_scatter (direct path)"
-                                 : "the arrival of the group's ranks at basp_gather (direct path)");
+    arrive(op, deadline,
+           scatter ? "the arrival of the group's ranks at basp_scatter (direct path)"
+                   : "the arrival of the group's ranks at basp_gather (direct path)");
     // Round 2: the head-sharded tensors' addresses. Every rank then holds the same table.
     for (int32_t t = 0; t < n; ++t) {
       my_ptrs_[t] = reinterpret_cast<uint64_t>(scatter ? static_cast<const void*>(outputs[t]) : inputs[t]);
       peer_ptrs_[static_cast<size_t>(me * n + t)] = my_ptrs_[t];
     }
-    round(kAddressTag, static_cast<int>(n * sizeof(uint64_t)), [&](int32_t) { return my_ptrs_.data(); },
-          [&](int32_t j) { return &peer_ptrs_[static_cast<size_t>(j * n)]; }, deadline,
-          "the exchange of tensor addresses (direct path)");
+    round(
+        kAddressTag, static_cast<int>(n * sizeof(uint64_t)), [&](int32_t) { return my_ptrs_.data(); },
+        [&](int32_t j) { return &peer_ptrs_[static_cast<size_t>(j * n)]; }, deadline,
+        "the exchange of tensor addresses (direct path)");
     // Every rank holds the same table of shared regions, so every rank reaches the same verdict here.
     bool all_shared = true;
     for (int32_t j = 0; j < k && all_shared; ++j) {
@@ -475,10 +480,11 @@ class MpiExecutor final : public PlanExecutor {
       error = std::current_exception();
     }
     // Round 3: nobody may return (and reuse its tensors) while a peer may still be using them.
-    round(kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; }, [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; },
-          deadline,
-          "the direct path's completion (a peer still pending may yet write into this rank's outputs or read its "
-          "inputs: do not reuse them)");
+    round(
+        kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; },
+        [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
+        "the direct path's completion (a peer still pending may yet write into this rank's outputs or read its "
+        "inputs: do not reuse them)");
     if (error) std::rethrow_exception(error);
     last_path_ = all_shared ? BASP_PATH_SHARED : BASP_PATH_DIRECT;
     return true;
@@ -516,8 +522,9 @@ class MpiExecutor final : public PlanExecutor {
         }
       }
     }
-    arrive(op, deadline, scatter ? "the arrival of the group's ranks at basp_scatter (staged path)"
-                                 : "the arrival of the group's ranks at basp_gather (staged path)");
+    arrive(op, deadline,
+           scatter ? "the arrival of the group's ranks at basp_scatter (staged path)"
+                   : "the arrival of the group's ranks at basp_gather (staged path)");
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = plan_.tensors[t];
       for (int32_t j = 0; j < k; ++j) {
@@ -535,15 +542,18 @@ class MpiExecutor final : public PlanExecutor {
                                       g.tensor_bytes() >= kStreamingMinBytes);
       }
     }
-    round(kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; }, [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; },
-          deadline, "the staged path's completion (a peer still pending may yet read this rank's staging area)");
+    round(
+        kDoneTag, 0, [&](int32_t) { return &kOpCodes[op]; },
+        [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline,
+        "the staged path's completion (a peer still pending may yet read this rank's staging area)");
     last_path_ = BASP_PATH_STAGED;
   }
 
   // The "arrive" round: every peer tells which operation it is in; any difference is a mismatch on every rank.
   void arrive(int32_t op, const detail::Deadline& deadline, const char* step) {
-    round(kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
-          [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline, step);
+    round(
+        kArriveTag, sizeof(int32_t), [&](int32_t) { return &kOpCodes[op]; },
+        [&](int32_t j) { return &arrived_[static_cast<size_t>(j)]; }, deadline, step);
     arrived_[static_cast<size_t>(plan_.position)] = op;
     for (int32_t j = 0; j < plan_.group_size; ++j) {
       if (arrived_[static_cast<size_t>(j)] != op) report_mixed_operations();
@@ -562,7 +572,8 @@ class MpiExecutor final : public PlanExecutor {
       }
     }
     for (const auto& [op, ranks] : by_op) {
-      detail += std::string(detail.empty() ? "" : ", ") + "rank " + runtime::compress_ranks(ranks) + " = " + op_name(op);
+      detail +=
+          std::string(detail.empty() ? "" : ", ") + "rank " + runtime::compress_ranks(ranks) + " = " + op_name(op);
     }
     detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", context_->where,
                  " are not in the same operation of this plan: ", detail);
@@ -584,11 +595,9 @@ class MpiExecutor final : public PlanExecutor {
       }
       const bool streaming = g.tensor_bytes() >= kStreamingMinBytes;
       if (scatter) {
-        layout::scatter_rows_group(g, static_cast<const std::byte*>(inputs[t]), shared_heads_.data(), me,
-                                   streaming);
+        layout::scatter_rows_group(g, static_cast<const std::byte*>(inputs[t]), shared_heads_.data(), me, streaming);
       } else {
-        layout::gather_rows_group(g, shared_heads_.data(), static_cast<std::byte*>(outputs[t]), me,
-                                  streaming);
+        layout::gather_rows_group(g, shared_heads_.data(), static_cast<std::byte*>(outputs[t]), me, streaming);
       }
     }
   }
@@ -635,8 +644,8 @@ class MpiExecutor final : public PlanExecutor {
   std::shared_ptr<const GroupContext> context_;
   GuardedComm comm_;
   bool direct_ = false;
-  bool workspace_pinned_ = false;  // a released request may still use the workspace: never free it
-  bool control_pinned_ = false;    // ... the direct path's round buffers
+  bool workspace_pinned_ = false;                   // a released request may still use the workspace: never free it
+  bool control_pinned_ = false;                     // ... the direct path's round buffers
   std::atomic<int32_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
   std::vector<pid_t> pids_;
   std::vector<std::byte*> shared_heads_;
@@ -645,7 +654,8 @@ class MpiExecutor final : public PlanExecutor {
   int64_t staging_bytes_ = 0;            // ... the size of each region
   std::vector<int64_t> staged_offset_;   // ... where tensor t's chunks start in a region
   std::vector<std::byte*> staged_base_;  // ... each position's region, mapped here
-  std::vector<std::byte*> staged_wire_;  // ... scratch: one chunk pointer per position  // shared-memory path: each position's head-sharded tensor, per tensor
+  std::vector<std::byte*> staged_wire_;  // ... scratch: one chunk pointer per position  // shared-memory path: each
+                                         // position's head-sharded tensor, per tensor
   std::vector<uint64_t> my_ptrs_;
   std::vector<uint64_t> peer_ptrs_;
   std::vector<int32_t> arrived_;       // direct path: each position's operation (round 1), then scratch

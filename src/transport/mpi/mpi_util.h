@@ -12,12 +12,12 @@ namespace basp::transport::mpi {
 
 std::string error_string(int code);
 
-#define BASP_MPI_CHECK(call)                                                                               \
-  do {                                                                                                     \
-    const int basp_mpi_rc_ = (call);                                                                       \
-    if (basp_mpi_rc_ != MPI_SUCCESS) {                                                                     \
+#define BASP_MPI_CHECK(call)                                                                                        \
+  do {                                                                                                              \
+    const int basp_mpi_rc_ = (call);                                                                                \
+    if (basp_mpi_rc_ != MPI_SUCCESS) {                                                                              \
       ::basp::detail::fail(BASP_ERROR_MPI, #call, " failed: ", ::basp::transport::mpi::error_string(basp_mpi_rc_)); \
-    }                                                                                                      \
+    }                                                                                                               \
   } while (0)
 
 bool mpi_alive();

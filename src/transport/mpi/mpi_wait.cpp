@@ -50,8 +50,7 @@ void relax(const detail::Deadline& deadline, detail::Deadline::Clock::time_point
                               runtime::compress_ranks(pending_ranks);
   detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", waited, " ms (timeout ", deadline.timeout_ms(),
                " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ",
-               label.where ? *label.where : std::string("the group"), ": ", who,
-               "; the comm is broken from now on");
+               label.where ? *label.where : std::string("the group"), ": ", who, "; the comm is broken from now on");
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ enum class Requests { kPointToPoint, kCollective };
 // Who a wait is waiting for, for the timeout message. `members` maps group positions to world ranks; `peer_of`
 // (optional, one entry per request) gives the position of the peer of each point-to-point request.
 struct WaitLabel {
-  const std::string* where = nullptr;            // "group 0 (world ranks 0..3)"
+  const std::string* where = nullptr;             // "group 0 (world ranks 0..3)"
   const std::vector<int32_t>* members = nullptr;  // world rank of each position of the group
   const int32_t* peer_of = nullptr;
 };

@@ -46,13 +46,13 @@ class SharedMemory {
 
  private:
   struct Region {
-    int owner = -1;        // position of the rank that allocated it
-    uint64_t base = 0;     // its address in the owner's process
+    int owner = -1;     // position of the rank that allocated it
+    uint64_t base = 0;  // its address in the owner's process
     uint64_t size = 0;
     std::byte* mapped = nullptr;  // its address in this process
-    int fd = -1;           // the memfd, for regions this rank owns
-    uint64_t id = 0;       // allocation number, the same on every rank
-    bool shared = false;   // false: this rank's private memory (the group could not share it)
+    int fd = -1;                  // the memfd, for regions this rank owns
+    uint64_t id = 0;              // allocation number, the same on every rank
+    bool shared = false;          // false: this rank's private memory (the group could not share it)
   };
   void unmap(Region& r);
 

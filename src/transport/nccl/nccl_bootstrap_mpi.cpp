@@ -43,8 +43,9 @@ std::shared_ptr<runtime::Comm> create_comm_mpi(basp_mpi_fint_t parent, const run
   int all_have_device = 0;
   BASP_MPI_CHECK(MPI_Allreduce(&have_device, &all_have_device, 1, MPI_INT, MPI_MIN, world.get()));
   BASP_CHECK(have_device, BASP_ERROR_CUDA, no_device);
-  BASP_CHECK(all_have_device, BASP_ERROR_CUDA, "the NCCL backend needs a CUDA device on every rank: another rank of "
-                                               "the parent communicator has none");
+  BASP_CHECK(all_have_device, BASP_ERROR_CUDA,
+             "the NCCL backend needs a CUDA device on every rank: another rank of "
+             "the parent communicator has none");
 
   // Placement from every rank's GPU and node, gathered over MPI (the same records the NCCL path gathers).
   const std::vector<topology::RankLocality> locality = mpi::allgather_locality(world.get(), local_gpu_locality(device));

@@ -31,8 +31,7 @@ std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int devi
   BASP_NCCL_CHECK(ncclCommCount(comm, &size));
   std::vector<topology::RankLocality> all(static_cast<size_t>(size));
   allgather_to_host(comm, device, &mine, sizeof(topology::RankLocality), all.data(),
-                    "the gather of the ranks' GPU locations (basp_comm_create_nccl)",
-                    parent_where(size), deadline);
+                    "the gather of the ranks' GPU locations (basp_comm_create_nccl)", parent_where(size), deadline);
   return all;
 }
 

@@ -53,8 +53,8 @@ basp_status_t GroupComm::async_error(std::string& message) {
   return BASP_ERROR_NCCL;
 }
 
-void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std::string& step,
-                          const std::string& where, const detail::Deadline& deadline) {
+void GroupComm::allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
+                          const detail::Deadline& deadline) {
   int size = 0;
   BASP_NCCL_CHECK(ncclCommCount(comm_, &size));
   collective(allgather_op(send, bytes, recv, size), step, where, deadline);
@@ -242,8 +242,8 @@ std::shared_ptr<runtime::Comm> make_comm(plan::GroupLayout layout, int32_t rank,
   BASP_NCCL_CHECK(ncclCommCount(group, &size));
   BASP_NCCL_CHECK(ncclCommUserRank(group, &position));
   BASP_CHECK(size == layout.group_size && position == layout.position_of[rank], BASP_ERROR_INTERNAL,
-             "group communicator of rank ", rank, " has ", size, " ranks and puts it at ", position,
-             "; the plan says ", layout.group_size, " and ", layout.position_of[rank]);
+             "group communicator of rank ", rank, " has ", size, " ranks and puts it at ", position, "; the plan says ",
+             layout.group_size, " and ", layout.position_of[rank]);
   GroupContext context;
   const int32_t g = layout.group_of[rank];
   context.members = layout.members[g];

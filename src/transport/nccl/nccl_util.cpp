@@ -87,7 +87,8 @@ void collective_to_host(ncclComm_t comm, int device, const HostCollective& op, c
       recv_d.abandon();
       detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ",
                    deadline.timeout_ms(), " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where,
-                   ": a rank did not join the ", op.name, " (or it waits behind work enqueued earlier on the same "
+                   ": a rank did not join the ", op.name,
+                   " (or it waits behind work enqueued earlier on the same "
                    "NCCL communicator), which stays enqueued: that NCCL communicator must be aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -125,8 +126,8 @@ HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, 
   return op;
 }
 
-void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline) {
+void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv, const std::string& step,
+                       const std::string& where, const detail::Deadline& deadline) {
   int size = 0;
   BASP_NCCL_CHECK(ncclCommCount(comm, &size));
   collective_to_host(comm, device, allgather_op(send, bytes, recv, size), step, where, deadline);
@@ -158,8 +159,8 @@ int require_device(const char* what) {
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
     cudaGetLastError();
-    detail::fail(BASP_ERROR_CUDA, what, " needs a CUDA device: cudaGetDeviceCount failed: ", cudaGetErrorName(rc),
-                 ": ", cudaGetErrorString(rc));
+    detail::fail(BASP_ERROR_CUDA, what, " needs a CUDA device: cudaGetDeviceCount failed: ", cudaGetErrorName(rc), ": ",
+                 cudaGetErrorString(rc));
   }
   BASP_CHECK(count > 0, BASP_ERROR_CUDA, what, " needs a CUDA device: none is visible");
   int device = -1;
@@ -182,8 +183,8 @@ DeviceBuffer::DeviceBuffer(int64_t bytes) : bytes_(bytes) {
   const cudaError_t rc = cudaMalloc(&p, static_cast<size_t>(bytes));
   if (rc == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "device workspace of ", bytes, " bytes: cudaMalloc failed: ",
-                 cudaGetErrorString(rc));
+    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "device workspace of ", bytes,
+                 " bytes: cudaMalloc failed: ", cudaGetErrorString(rc));
   }
   if (rc != cudaSuccess) detail::fail_cuda(rc, "cudaMalloc(workspace)");
   ptr_ = static_cast<std::byte*>(p);

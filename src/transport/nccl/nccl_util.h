@@ -19,13 +19,12 @@ namespace basp::transport::nccl {
 // "<ncclGetErrorString>: <ncclGetLastError>" (the second part when NCCL has one).
 std::string error_string(ncclResult_t rc);
 
-#define BASP_NCCL_CHECK(call)                                                                              \
-  do {                                                                                                     \
-    const ncclResult_t basp_nccl_rc_ = (call);                                                             \
-    if (basp_nccl_rc_ != ncclSuccess) {                                                                    \
-      ::basp::detail::fail(BASP_ERROR_NCCL, #call, " failed: ",                                           \
-                           ::basp::transport::nccl::error_string(basp_nccl_rc_));                         \
-    }                                                                                                      \
+#define BASP_NCCL_CHECK(call)                                                                                          \
+  do {                                                                                                                 \
+    const ncclResult_t basp_nccl_rc_ = (call);                                                                         \
+    if (basp_nccl_rc_ != ncclSuccess) {                                                                                \
+      ::basp::detail::fail(BASP_ERROR_NCCL, #call, " failed: ", ::basp::transport::nccl::error_string(basp_nccl_rc_)); \
+    }                                                                                                                  \
   } while (0)
 
 // Runs `enqueue` (an NCCL call) for collective_to_host: the group comm holds its abort lock there and checks that
@@ -61,8 +60,8 @@ HostCollective allgather_op(const void* send, size_t bytes, void* recv, int size
 HostCollective alltoall_op(const void* send, size_t bytes_per_peer, void* recv, int size);
 
 // collective_to_host of allgather_op over all of `comm`.
-void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv,
-                       const std::string& step, const std::string& where, const detail::Deadline& deadline);
+void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t bytes, void* recv, const std::string& step,
+                       const std::string& where, const detail::Deadline& deadline);
 
 // The uniform all-to-all of `bytes_per_peer` bytes per peer: ncclAlltoAll (NCCL 2.28+), else grouped
 // ncclSend/ncclRecv. Enqueues only (the executor's exchange and alltoall_op).

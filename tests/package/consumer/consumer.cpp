@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
     std::vector<int32_t> in[3], out[3];
     for (int t = 0; t < 3; ++t) {
       in[t].resize(static_cast<size_t>(8 * 2 * heads[t] * 2));
-      for (size_t i = 0; i < in[t].size(); ++i) in[t][i] = static_cast<int32_t>((me.first_sequence * 100000) + t * 10000 + i);
+      for (size_t i = 0; i < in[t].size(); ++i)
+        in[t][i] = static_cast<int32_t>((me.first_sequence * 100000) + t * 10000 + i);
       out[t].assign(in[t].size(), -1);
     }
     plan.scatter({in[0].data(), in[1].data(), in[2].data()}, {out[0].data(), out[1].data(), out[2].data()});
