@@ -10,6 +10,7 @@ set -euo pipefail
 PACKAGES=(
   catch2
   clang
+  clang-format-14
   cmake
   g++
   hwloc
