@@ -12,10 +12,11 @@
  *    ..._INITIALIZER macro and set only the fields you need; the library reads min(size, sizeof) bytes so
  *    structs may only grow at the end.
  *  - Collective functions (marked "collective") must be called by every rank of the communicator, in the
- *    same order, with the same arguments where stated. On the MPI backend a call that the ranks make with
- *    different arguments fails on every rank with BASP_ERROR_MISMATCH (naming the field, its values and the
- *    ranks); one that a rank does not make fails on the others with BASP_ERROR_TIMEOUT after the comm's timeout,
- *    and the comm is broken from then on (BASP_ERROR_COMM_BROKEN). docs/reliability.md.
+ *    same order, with the same arguments where stated. A creation call (comm, plan, basp_mem_alloc/free) that the
+ *    ranks make with different arguments fails on every rank with BASP_ERROR_MISMATCH (naming the field, its
+ *    values and the ranks), on every backend; on the MPI backend so does an exchange whose plan or operation
+ *    differs across the group. A call that a rank does not make fails on the others with BASP_ERROR_TIMEOUT after
+ *    the comm's timeout, and the comm is broken from then on (BASP_ERROR_COMM_BROKEN). docs/reliability.md.
  *  - Thread safety is stated per function ("Threads:"); MPI calls from several threads at once need
  *    MPI_THREAD_MULTIPLE.
  */
@@ -53,6 +54,8 @@ typedef enum basp_status {
                                   comm is broken from then on. */
   BASP_ERROR_COMM_BROKEN = 13, /* the comm (or the comm of the plan) failed earlier (timeout or MPI error):
                                   every call but destroy returns this at once; the message names the cause */
+  BASP_ERROR_OOB = 14,         /* a callback of the out-of-band collectives (basp_oob_t) returned an error; the
+                                  message names the callback and the value it returned */
   BASP_STATUS_COUNT
 } basp_status_t;
 
@@ -89,16 +92,18 @@ typedef enum basp_placement {
   BASP_PLACEMENT_COUNT
 } basp_placement_t;
 
-/* How an execute moved its bytes (basp_plan_info_t.last_path): for performance debugging and tests. */
+/* How an exchange moves its bytes (basp_plan_info_t.plan_path and last_path): for performance debugging and
+ * tests. docs/design.md describes each path and the control rounds it costs. */
 typedef enum basp_path {
   BASP_PATH_NONE = 0,   /* the plan has not executed yet */
   BASP_PATH_LOCAL = 1,  /* K = 1: a local copy, nothing exchanged */
   BASP_PATH_P2P = 2,    /* MPI point-to-point (packed on one side) */
-  BASP_PATH_DIRECT = 3, /* MPI backend, one node: cross-memory attach (process_vm_readv/writev) */
+  BASP_PATH_CMA = 3,    /* MPI backend, one node: cross-memory attach (process_vm_readv) */
   BASP_PATH_SHARED = 4, /* MPI backend, one node: plain copies through basp_mem_alloc memory */
   BASP_PATH_NCCL = 5,   /* NCCL backend */
   BASP_PATH_STAGED = 6, /* MPI backend, one node: two plain copies through the plan's shared staging area */
-  BASP_PATH_COUNT
+  BASP_PATH_COUNT,
+  BASP_PATH_DIRECT = BASP_PATH_CMA /* BASP_PATH_CMA's name before 0.2, kept */
 } basp_path_t;
 
 typedef enum basp_layout {
@@ -107,7 +112,9 @@ typedef enum basp_layout {
   BASP_LAYOUT_COUNT
 } basp_layout_t;
 
-/* The library moves bytes and never does arithmetic: the type only sets the element size. */
+/* The library moves bytes and never does arithmetic: the type only sets the element size. BASP_DTYPE_UNSET is what
+ * BASP_PLAN_DESC_INITIALIZER leaves in desc.dtype; new types are numbered from 10, so that no caller built against
+ * an older header passes one by accident. */
 typedef enum basp_dtype {
   BASP_DTYPE_BYTE = 0, /* raw bytes, 1 */
   BASP_DTYPE_FP8_E4M3 = 1,
@@ -118,10 +125,11 @@ typedef enum basp_dtype {
   BASP_DTYPE_FP64 = 6,
   BASP_DTYPE_INT32 = 7,
   BASP_DTYPE_INT64 = 8,
-  BASP_DTYPE_COUNT
+  BASP_DTYPE_UNSET = 9, /* not a type: "not set" (before 0.2 BASP_DTYPE_COUNT, also 9, served as that) */
+  BASP_DTYPE_COUNT      /* one past the last value */
 } basp_dtype_t;
 
-/* Element size in bytes of a dtype, 0 for an unknown value. */
+/* Element size in bytes of a dtype, 0 for BASP_DTYPE_UNSET and unknown values. */
 BASP_API size_t basp_dtype_size(basp_dtype_t dtype);
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -159,11 +167,11 @@ typedef basp_comm_config_v1 basp_comm_config_t;
 
 #define BASP_DEFAULT_TIMEOUT_MS 300000 /* 5 minutes */
 
-#define BASP_COMM_CONFIG_INITIALIZER                                                                         \
-  {                                                                                                          \
-    sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1, BASP_BACKEND_MPI, \
-        BASP_PLACEMENT_DEFAULT, 0, -1                                                                        \
-  }
+/* clang-format off */
+#define BASP_COMM_CONFIG_INITIALIZER                                                                        \
+  { sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1,                \
+    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1 }
+/* clang-format on */
 
 /* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
  * the library duplicates what it keeps. Fails with BASP_ERROR_UNSUPPORTED when built without MPI. After a
@@ -200,8 +208,10 @@ typedef struct basp_rank_info_v1 {
 } basp_rank_info_v1;
 typedef basp_rank_info_v1 basp_rank_info_t;
 
-#define BASP_RANK_INFO_INITIALIZER \
+/* clang-format off */
+#define BASP_RANK_INFO_INITIALIZER                                                                          \
   { sizeof(basp_rank_info_v1), BASP_RANK_INFO_MAGIC, BASP_RANK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+/* clang-format on */
 
 /* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) must be a positive multiple of K, or 0
  * to leave the token range at 0. Threads: any thread, any time (also basp_comm_group_ranks). */
@@ -235,13 +245,11 @@ typedef struct basp_plan_desc_v1 {
 } basp_plan_desc_v1;
 typedef basp_plan_desc_v1 basp_plan_desc_t;
 
-#define BASP_PLAN_DESC_INITIALIZER                                                                                   \
-  {                                                                                                                  \
-    sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD, BASP_DTYPE_COUNT, -1, \
-        -1, 0, 0, {                                                                                                  \
-      0, 0, 0, 0, 0, 0, 0, 0                                                                                         \
-    }                                                                                                                \
-  }
+/* clang-format off */
+#define BASP_PLAN_DESC_INITIALIZER                                                                          \
+  { sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD,              \
+    BASP_DTYPE_UNSET, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 } }
+/* clang-format on */
 
 /* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
  * datatypes) once; executing it allocates nothing. Threads: one collective call (plan creation,
@@ -253,6 +261,7 @@ BASP_API basp_status_t basp_plan_destroy(basp_plan_t plan);
 
 #define BASP_PLAN_INFO_MAGIC 0x42504946u /* "BPIF" */
 #define BASP_PLAN_INFO_VERSION 1u
+#define BASP_MAX_DIMS 4 /* dimensions of a shape in basp_plan_info_t */
 
 typedef struct basp_plan_info_v1 {
   size_t size;
@@ -271,14 +280,30 @@ typedef struct basp_plan_info_v1 {
   int64_t bytes_sent_per_exchange; /* bytes this rank sends to other ranks in one scatter (same for gather) */
   int32_t last_path;               /* basp_path_t: how the plan's last scatter/gather moved its bytes */
   int32_t reserved0;
+  /* Appended in 0.2: a caller built against the layout above passes its size (192 bytes) and gets only those
+   * fields. Every tensor's shapes, so that bindings need not derive them: */
+  int32_t layout; /* basp_layout_t of the plan */
+  int32_t ndim;   /* dimensions used in the shapes below: 4 for BSHD and SBHD */
+  /* Tensor t on this rank, in the layout's own dimension order; unused dimensions and tensors are 0.
+   *   sequence-sharded (scatter input, gather output):  BSHD [b_loc, S/K, H_t, D]   SBHD [S/K, b_loc, H_t, D]
+   *   head-sharded (scatter output, gather input):      BSHD [b_loc, S, H_t/K, D]   SBHD [S, b_loc, H_t/K, D] */
+  int64_t seq_sharded_shape[BASP_MAX_TENSORS][BASP_MAX_DIMS];
+  int64_t head_sharded_shape[BASP_MAX_TENSORS][BASP_MAX_DIMS];
+  /* The heads of tensor t this rank holds on the head-sharded side: global heads [head_begin, head_end). */
+  int64_t head_begin[BASP_MAX_TENSORS];
+  int64_t head_end[BASP_MAX_TENSORS];
+  int32_t plan_path; /* basp_path_t the plan's exchanges take, fixed at plan creation; SHARED replaces STAGED or
+                        CMA in an exchange whose head-sharded tensors lie in basp_mem_alloc memory on every rank */
+  int32_t reserved1;
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
 
-#define BASP_PLAN_INFO_INITIALIZER                                                                                    \
-  {                                                                                                                   \
-    sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0, 0, 0, 0}, \
-        {0, 0, 0, 0, 0, 0, 0, 0}, 0, 0, 0                                                                             \
-  }
+/* clang-format off */
+#define BASP_PLAN_INFO_INITIALIZER                                                                          \
+  { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0, 0, 0, { { 0 } }, { { 0 } },           \
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0 }
+/* clang-format on */
 
 /* Threads: any thread, any time, also while the plan executes. */
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
@@ -286,7 +311,12 @@ BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info)
 /* Head scatter (before attention), collective over the group: inputs[t] is sequence-sharded
  * [b_loc, S/K, H_t, D] (or SBHD), outputs[t] is head-sharded [b_loc, S, H_t/K, D] holding heads
  * [l*H_t/K, (l+1)*H_t/K). `stream` is a cudaStream_t on the NCCL backend and must be NULL on MPI.
- * Inputs and outputs must not overlap. On BASP_ERROR_TIMEOUT the outputs are undefined and the inputs untouched;
+ * Inputs and outputs must not overlap. A build with CUDA checks that every pointer is memory the backend can reach
+ * (host memory on MPI, device memory on NCCL) with cudaPointerGetAttributes, once per new set of pointers (a plan
+ * remembers the last set that passed); BASP_CHECK_POINTERS=0 in the environment at plan creation turns the check
+ * off for that plan. On the MPI backend an exchange that the group's ranks make on different plans of the comm, or
+ * as scatter on some ranks and gather on others, fails on every rank with BASP_ERROR_MISMATCH naming both sides
+ * (docs/reliability.md). On BASP_ERROR_TIMEOUT the outputs are undefined and the inputs untouched;
  * see docs/reliability.md for what MPI may still do with them. Threads: concurrently on different plans (also of
  * one comm), never twice at once on the same plan. */
 BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
@@ -323,8 +353,59 @@ BASP_API basp_status_t basp_mem_free(basp_comm_t comm, void* ptr);
 
 /* Collective over `nccl_comm` (an ncclComm_t; no operation may be outstanding on it): splits it into one NCCL
  * communicator per group with ncclCommSplit (color = group, key = position). config->backend must be
- * BASP_BACKEND_NCCL. The comm uses the communicator's CUDA device; `nccl_comm` stays the caller's. */
+ * BASP_BACKEND_NCCL. The comm uses the communicator's CUDA device; `nccl_comm` stays the caller's. As in
+ * basp_comm_create_mpi, a rank whose config is bad still takes part, so that every rank fails at once; a NULL or
+ * invalid `nccl_comm` fails on that rank only, and the others time out. */
 BASP_API basp_status_t basp_comm_create_nccl(void* nccl_comm, const basp_comm_config_t* config, basp_comm_t* comm);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Out-of-band creation: an NCCL-backend comm from any framework's collectives (torch.distributed with gloo or
+ * NCCL, JAX, a custom launcher), without MPI. The caller lends the library a non-blocking all-gather for the
+ * duration of basp_comm_create_oob; the library polls it against the comm's timeout.
+ * ------------------------------------------------------------------------------------------------------- */
+#define BASP_OOB_MAGIC 0x424f4f54u /* "BOOT" */
+#define BASP_OOB_VERSION 1u
+
+/* What the callbacks return; any other value is an error (BASP_ERROR_OOB names the callback and the value). */
+#define BASP_OOB_SUCCESS 0     /* done; for allgather_test: the all-gather is complete */
+#define BASP_OOB_IN_PROGRESS 1 /* allgather_test only: not complete yet */
+
+typedef struct basp_oob_v1 {
+  size_t size;       /* sizeof(basp_oob_v1) */
+  uint32_t magic;    /* BASP_OOB_MAGIC */
+  uint32_t version;  /* BASP_OOB_VERSION */
+  int32_t rank;      /* this process's rank among the out-of-band ranks, 0 .. num_ranks-1 */
+  int32_t num_ranks; /* N, the world of the comm */
+  void* user_data;   /* passed to every callback */
+  /* Starts an all-gather of `bytes` bytes from every rank: `send` of each rank, in rank order, into `recv`
+   * (num_ranks * bytes). Stores a handle of the operation in *request. The library keeps `send` and `recv` valid and
+   * untouched until allgather_free(request) returns. */
+  int (*allgather_start)(void* user_data, const void* send, void* recv, size_t bytes, void** request);
+  /* BASP_OOB_SUCCESS once `recv` holds every rank's bytes, BASP_OOB_IN_PROGRESS before. */
+  int (*allgather_test)(void* user_data, void* request);
+  /* Releases a started request: after it completed, after its test failed, or when the library gave up on it (the
+   * comm's timeout); in the last two cases the library keeps `send` and `recv` allocated for the life of the
+   * process, since the operation may still complete, and ignores what free returns. */
+  int (*allgather_free)(void* user_data, void* request);
+} basp_oob_v1;
+typedef basp_oob_v1 basp_oob_t;
+
+/* clang-format off */
+#define BASP_OOB_INITIALIZER                                                                                \
+  { sizeof(basp_oob_v1), BASP_OOB_MAGIC, BASP_OOB_VERSION, -1, 0, NULL, NULL, NULL, NULL }
+/* clang-format on */
+
+/* Collective over the ranks of `oob`: an NCCL-backend comm (config->backend must be BASP_BACKEND_NCCL) on the
+ * calling thread's current CUDA device. The callbacks run on the calling thread, during this call only. As in
+ * basp_comm_create_mpi, a rank whose config is bad still takes part, so that every rank fails at once, and a rank
+ * without a usable CUDA device fails with BASP_ERROR_CUDA and makes every rank fail with it. When the bad argument
+ * is the channel itself (a NULL or malformed `oob`, a NULL callback, a rank outside 0..num_ranks-1), only that rank
+ * fails at once and its peers time out. A start or test that returns an error fails the call with BASP_ERROR_OOB on
+ * the ranks where it did (their peers time out, unless theirs fail too); a test that never completes gives
+ * BASP_ERROR_TIMEOUT after the comm's timeout. Each group's NCCL communicator is made with ncclCommInitRank (the
+ * group's first rank makes the ncclUniqueId, the all-gather carries it). Threads: concurrent calls only with
+ * different channels. */
+BASP_API basp_status_t basp_comm_create_oob(const basp_oob_t* oob, const basp_comm_config_t* config, basp_comm_t* comm);
 
 /* Not collective. Whether the comm's backend failed asynchronously (ncclCommGetAsyncError on its group
  * communicator): *error is BASP_SUCCESS when nothing failed, else the failure's status (BASP_ERROR_NCCL), and

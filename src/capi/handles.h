@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/comm.h"
+#include "runtime/plan.h"
 
 struct basp_comm {
   std::shared_ptr<basp::runtime::Comm> impl;

@@ -22,6 +22,7 @@ constexpr const char* status_name(int status) {
     case BASP_ERROR_MISMATCH: return "BASP_ERROR_MISMATCH";
     case BASP_ERROR_TIMEOUT: return "BASP_ERROR_TIMEOUT";
     case BASP_ERROR_COMM_BROKEN: return "BASP_ERROR_COMM_BROKEN";
+    case BASP_ERROR_OOB: return "BASP_ERROR_OOB";
     default: return "unknown status";
   }
 }

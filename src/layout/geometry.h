@@ -54,6 +54,22 @@ struct Geometry {
 
   // Packed chunk: byte offset of row r.
   BASP_HOST_DEVICE int64_t wire_row_offset(int64_t r) const { return r * row_bytes(); }
+
+  // The tensor's shapes on this rank, 4 dimensions in the layout's own order.
+  BASP_HOST_DEVICE void seq_sharded_shape(int64_t* dims) const {
+    const bool bshd = layout == BASP_LAYOUT_BSHD;
+    dims[0] = bshd ? b_loc : s_loc;
+    dims[1] = bshd ? s_loc : b_loc;
+    dims[2] = heads;
+    dims[3] = head_dim;
+  }
+  BASP_HOST_DEVICE void head_sharded_shape(int64_t* dims) const {
+    const bool bshd = layout == BASP_LAYOUT_BSHD;
+    dims[0] = bshd ? b_loc : seq_len();
+    dims[1] = bshd ? seq_len() : b_loc;
+    dims[2] = heads_per_rank();
+    dims[3] = head_dim;
+  }
 };
 
 }  // namespace basp::layout

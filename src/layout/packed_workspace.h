@@ -19,7 +19,6 @@ namespace basp::layout {
 constexpr int64_t kWireAlign = 16;
 
 struct PackedWorkspace {
-  int32_t num_tensors = 0;
   int64_t peer_stride = 0;                       // bytes of one peer's block
   int64_t tensor_offset[BASP_MAX_TENSORS] = {};  // tensor t's chunk inside a peer block
 
@@ -36,7 +35,6 @@ BASP_HOST_DEVICE int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) /
 // Lays out the chunks of `n` tensors (n <= BASP_MAX_TENSORS; the plan's sizes are already overflow-checked).
 inline PackedWorkspace make_packed_workspace(const Geometry* tensors, int32_t n) {
   PackedWorkspace w;
-  w.num_tensors = n;
   for (int32_t t = 0; t < n; ++t) {
     w.tensor_offset[t] = w.peer_stride;
     w.peer_stride += round_up(tensors[t].chunk_bytes(), kWireAlign);

@@ -12,8 +12,10 @@ using detail::checked_mul;
 ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
   BASP_CHECK_ARG(d.layout >= 0 && d.layout < BASP_LAYOUT_COUNT, "layout (", d.layout,
                  ") is not a basp_layout_t value (0..", BASP_LAYOUT_COUNT - 1, ")");
-  BASP_CHECK_ARG(d.dtype >= 0 && d.dtype < BASP_DTYPE_COUNT, "dtype (", d.dtype, ") is not a basp_dtype_t value (0..",
-                 BASP_DTYPE_COUNT - 1, ")");
+  BASP_CHECK_ARG(d.dtype != BASP_DTYPE_UNSET, "dtype (", d.dtype,
+                 ", BASP_DTYPE_UNSET) is not set: a plan needs the element type of its tensors");
+  BASP_CHECK_ARG(dtype_size(d.dtype) > 0, "dtype (", d.dtype, ") is not a basp_dtype_t value (0..",
+                 BASP_DTYPE_UNSET - 1, ")");
   BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
   BASP_CHECK_ARG(d.seq_len % group_size == 0, "seq_len (", d.seq_len, ") is not divisible by group size (", group_size,
                  ")");
@@ -23,7 +25,6 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
   BASP_CHECK_ARG(d.reserved0 == 0, "reserved0 (", d.reserved0, ") must be 0");
   ExchangeSpec spec;
   spec.layout = d.layout;
-  spec.dtype = d.dtype;
   spec.elem_size = dtype_size(d.dtype);
   spec.seq_len = d.seq_len;
   spec.head_dim = d.head_dim;
@@ -67,10 +68,9 @@ ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, in
     const int64_t tensor_bytes = checked_mul(rows, row_bytes, "tensor bytes");
     (void)tensor_bytes;
     const int64_t others = group_size - 1;
-    p.tensor_workspace_offset.push_back(p.workspace_bytes);
-    const int64_t ws = checked_mul(others, g.chunk_bytes(), "workspace bytes");
-    p.workspace_bytes = checked_add(p.workspace_bytes, ws, "workspace bytes");
-    p.bytes_sent = checked_add(p.bytes_sent, ws, "bytes sent");
+    p.tensor_workspace_offset.push_back(p.bytes_sent);
+    const int64_t sent = checked_mul(others, g.chunk_bytes(), "bytes sent");
+    p.bytes_sent = checked_add(p.bytes_sent, sent, "bytes sent");
     p.tensors.push_back(g);
   }
   return p;

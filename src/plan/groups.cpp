@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/rank_list.h"
 
 namespace basp::plan {
 
@@ -76,6 +77,12 @@ RankInfo describe_rank(const GroupLayout& layout, int32_t rank, int64_t seq_len)
   info.token_begin = info.group_position * tokens;
   info.token_end = info.token_begin + tokens;
   return info;
+}
+
+std::string describe_group(const GroupLayout& layout, int32_t group_index) {
+  const auto& members = layout.members.at(static_cast<size_t>(group_index));
+  return "group " + std::to_string(group_index) + " (world rank" + (members.size() == 1 ? " " : "s ") +
+         detail::compress_ranks(members) + ")";
 }
 
 }  // namespace basp::plan

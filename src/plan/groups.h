@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "basp/basp.h"
@@ -46,5 +47,8 @@ GroupLayout make_layout(int32_t world_size, int64_t micro_batch, std::vector<std
 // Algorithm 2 of the paper: which sequences and tokens `rank` holds for sequences of seq_len tokens
 // (seq_len 0: sequences only, token range 0).
 RankInfo describe_rank(const GroupLayout& layout, int32_t rank, int64_t seq_len);
+
+// How messages name a group: "group 1 (world ranks 4..7)".
+std::string describe_group(const GroupLayout& layout, int32_t group_index);
 
 }  // namespace basp::plan

@@ -1,17 +1,92 @@
 #include "runtime/comm.h"
 
-#include <optional>
+#include <cstring>
 #include <utility>
 
 #include "common/error.h"
 #include "plan/placement.h"
-#include "transport/memory_kind.h"
 
 namespace basp::runtime {
 
-Comm::Comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+Comm::Comm(plan::GroupLayout layout, int32_t rank, CommOptions options,
            std::unique_ptr<transport::GroupTransport> transport)
-    : layout_(std::move(layout)), rank_(rank), placement_(placement), transport_(std::move(transport)) {}
+    : layout_(std::move(layout)), rank_(rank), options_(options), transport_(std::move(transport)) {}
+
+void Comm::agree(const CallRecord& mine, const std::exception_ptr& local_error) {
+  collective([&] { runtime::agree(transport_->group(), mine, local_error, detail::Deadline(options_.timeout_ms)); });
+}
+
+basp_rank_info_v1 Comm::rank_info(int32_t rank, int64_t seq_len) const {
+  const int32_t who = rank == -1 ? rank_ : rank;
+  BASP_CHECK_ARG(who >= 0 && who < layout_.world_size, "rank (", rank, ") is outside 0..", layout_.world_size - 1,
+                 " (or -1 for the calling rank)");
+  const plan::RankInfo r = plan::describe_rank(layout_, who, seq_len);
+  basp_rank_info_v1 out = BASP_RANK_INFO_INITIALIZER;
+  out.world_size = layout_.world_size;
+  out.rank = who;
+  out.num_groups = layout_.num_groups;
+  out.group_size = layout_.group_size;
+  out.group_index = r.group_index;
+  out.group_position = r.group_position;
+  out.micro_batch = layout_.micro_batch;
+  out.first_sequence = r.first_sequence;
+  out.num_sequences = r.num_sequences;
+  out.seq_len = seq_len;
+  out.token_begin = r.token_begin;
+  out.token_end = r.token_end;
+  return out;
+}
+
+void Comm::group_ranks(int32_t group_index, int32_t* ranks, int32_t capacity) const {
+  BASP_CHECK_ARG(group_index >= 0 && group_index < layout_.num_groups, "group_index (", group_index, ") is outside 0..",
+                 layout_.num_groups - 1);
+  BASP_CHECK(ranks != nullptr, BASP_ERROR_NULL_POINTER, "ranks is NULL");
+  BASP_CHECK_ARG(capacity >= layout_.group_size, "capacity (", capacity, ") is smaller than the group size (",
+                 layout_.group_size, ")");
+  const auto& members = layout_.members[static_cast<size_t>(group_index)];
+  std::memcpy(ranks, members.data(), members.size() * sizeof(int32_t));
+}
+
+void* Comm::mem_alloc(size_t bytes, const std::exception_ptr& local_error) {
+  check_usable();
+  std::exception_ptr error = local_error;
+  if (!error) {
+    try {
+      BASP_CHECK_ARG(bytes > 0 && bytes <= (size_t{1} << 48), "bytes (", bytes, ") must be in 1..2^48");
+    } catch (const detail::Error&) {
+      error = std::current_exception();
+    }
+  }
+  agree(describe_call(CallKind::kMemAlloc, status_of(error)), error);
+  return collective([&] { return transport_->alloc_shared(bytes); });
+}
+
+void Comm::mem_free(void* ptr) {
+  check_usable();
+  // NULL on every rank does nothing; NULL on some ranks only is a mismatch the check names.
+  agree(describe_mem_free(ptr == nullptr), nullptr);
+  if (ptr == nullptr) return;
+  collective([&] { transport_->free_shared(ptr); });
+}
+
+basp_status_t Comm::async_error(std::string& message) {
+  // A broken comm reports what broke it (the one call that does not fail with BASP_ERROR_COMM_BROKEN then).
+  const basp_status_t broken = health_.cause(message);
+  if (broken != BASP_SUCCESS) return broken;
+  const basp_status_t found = transport_->async_error(message);
+  // An asynchronous failure leaves the backend unusable (NCCL requires an abort): later calls fail at once.
+  if (found != BASP_SUCCESS) health_.mark_broken(found, message);
+  return found;
+}
+
+void Comm::abort() {
+  BASP_CHECK(transport_->abortable(), BASP_ERROR_UNSUPPORTED,
+             "this backend cannot abort a communicator (only BASP_BACKEND_NCCL can)");
+  // Broken first: even when the backend's abort itself fails, its communicators are given up and later calls must
+  // not reach them.
+  health_.mark_broken(BASP_ERROR_NCCL, "the comm was aborted (basp_comm_abort)");
+  transport_->abort();
+}
 
 plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
                               const std::vector<topology::RankLocality>& locality) {
@@ -34,92 +109,14 @@ plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
                ") is not a basp_placement_t value");
 }
 
-plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options) {
-  return plan_groups(world_size, options, {});
-}
-
-void Comm::agree(const CallRecord& mine, const std::exception_ptr& local_error) {
-  try {
-    collective([&] { transport_->agree(mine); });
-  } catch (const detail::Error& e) {
-    if (!local_error || e.status() != BASP_ERROR_MISMATCH) throw;
-    // This rank's own error explains the mismatch best; say what the other ranks see.
-    try {
-      std::rethrow_exception(local_error);
-    } catch (const detail::Error& own) {
-      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ", e.what(),
-                   ")");
-    }
-  }
-  if (local_error) std::rethrow_exception(local_error);
-}
-
-Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc) : Plan(std::move(comm), &desc, nullptr) {}
-
-Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, std::exception_ptr local_error)
-    : comm_(std::move(comm)) {
-  comm_->check_usable();
-  const auto& groups = comm_->layout();
-  // Local checks first, but every rank joins the consistency check whatever they found.
-  basp_status_t local_status = BASP_SUCCESS;
-  std::optional<plan::ExchangeSpec> spec;
-  try {
-    if (local_error) std::rethrow_exception(local_error);
-    spec = plan::validate_spec(*desc, groups.group_size);
-  } catch (const detail::Error& e) {
-    local_error = std::current_exception();
-    local_status = e.status();
-  }
-  comm_->agree(describe_plan_create(desc, local_status, groups, comm_->placement()), local_error);
-  exchange_ = plan::make_exchange_plan(*spec, groups.group_size, comm_->position(), groups.sequences_per_group());
-  comm_->collective([&] { executor_ = comm_->transport().make_executor(exchange_); });
-}
-
-void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const {
-  BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
-  BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
-  const int32_t n = exchange_.num_tensors();
-  for (int32_t t = 0; t < n; ++t) {
-    BASP_CHECK(inputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL");
-    BASP_CHECK(outputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL");
-  }
-  if (comm_->transport().backend() == BASP_BACKEND_MPI) {
-    BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
-  }
-  // Memory the backend cannot reach: device memory on MPI (when the build knows CUDA), host memory on NCCL.
-  const basp_backend_t backend = comm_->transport().backend();
-  for (int32_t t = 0; t < n; ++t) {
-    transport::check_memory_kind(backend, op, "inputs", t, inputs[t]);
-    transport::check_memory_kind(backend, op, "outputs", t, outputs[t]);
-  }
-  // Every buffer holds tensor_bytes; an output may overlap no input and no other output.
-  auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {
-    auto pa = reinterpret_cast<uintptr_t>(a);
-    auto pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + static_cast<uintptr_t>(nb) && pb < pa + static_cast<uintptr_t>(na);
-  };
-  for (int32_t t = 0; t < n; ++t) {
-    const int64_t nt = exchange_.tensors[t].tensor_bytes();
-    for (int32_t u = 0; u < n; ++u) {
-      const int64_t nu = exchange_.tensors[u].tensor_bytes();
-      BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
-                     ") overlaps inputs[", u, "] (", inputs[u], ")");
-      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
-                     ") overlaps outputs[", u, "] (", outputs[u], ")");
-    }
-  }
-}
-
-void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
-  comm_->check_usable();
-  check_buffers("scatter", inputs, outputs, stream);
-  comm_->collective([&] { executor_->scatter(inputs, outputs, stream); });
-}
-
-void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
-  comm_->check_usable();
-  check_buffers("gather", inputs, outputs, stream);
-  comm_->collective([&] { executor_->gather(inputs, outputs, stream); });
+transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, int64_t timeout_ms) {
+  transport::GroupSpec spec;
+  spec.index = layout.group_of[static_cast<size_t>(rank)];
+  spec.position = layout.position_of[static_cast<size_t>(rank)];
+  spec.members = layout.members[static_cast<size_t>(spec.index)];
+  spec.where = plan::describe_group(layout, spec.index);
+  spec.timeout_ms = timeout_ms;
+  return spec;
 }
 
 }  // namespace basp::runtime

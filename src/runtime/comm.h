@@ -1,95 +1,83 @@
-// The objects behind the C handles: a Comm (this rank's groups and its transport) and a Plan (one exchange,
-// with its executor). Plans hold their Comm by shared_ptr, so destroying a comm handle before its plans is safe.
+// The object behind a basp_comm_t: this rank's groups, its group transport and the comm's health. Plans hold
+// their Comm by shared_ptr, so destroying a comm handle before its plans is safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "basp/basp.h"
-#include "plan/exchange.h"
 #include "plan/groups.h"
 #include "runtime/consistency.h"
+#include "runtime/health.h"
+#include "runtime/options.h"
 #include "topology/rank_locality.h"
 #include "transport/transport.h"
 
 namespace basp::runtime {
 
-struct CommOptions {
-  int64_t micro_batch = 0;
-  int32_t num_groups = -1;
-  basp_backend_t backend = BASP_BACKEND_MPI;
-  basp_placement_t placement = BASP_PLACEMENT_DEFAULT;
-  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;  // resolved (runtime/timeout.h); 0: no timeout
-};
-
 class Comm {
  public:
-  Comm(plan::GroupLayout layout, int32_t rank, basp_placement_t placement,
+  Comm(plan::GroupLayout layout, int32_t rank, CommOptions options,
        std::unique_ptr<transport::GroupTransport> transport);
 
   const plan::GroupLayout& layout() const { return layout_; }
   int32_t rank() const { return rank_; }
-  int32_t group_index() const { return layout_.group_of[rank_]; }
-  int32_t position() const { return layout_.position_of[rank_]; }
-  basp_placement_t placement() const { return placement_; }
+  int32_t position() const { return layout_.position_of[static_cast<size_t>(rank_)]; }
+  const CommOptions& options() const { return options_; }
+  basp_backend_t backend() const { return transport_->backend(); }
   transport::GroupTransport& transport() { return *transport_; }
 
-  // Throws BASP_ERROR_COMM_BROKEN once a collective step of the comm failed (transport/health.h).
-  void check_usable() const { transport_->health().check(); }
-  // Runs `step`, a collective step of the comm; a failure that leaves the group out of step (timeout, MPI
+  // Throws BASP_ERROR_COMM_BROKEN once a collective step of the comm failed (runtime/health.h).
+  void check_usable() const { health_.check(); }
+  // Runs `step`, a collective step of the comm; a failure that leaves the group out of step (timeout, MPI or NCCL
   // error) marks the comm broken before it propagates.
   template <typename Step>
-  void collective(Step&& step) {
+  auto collective(Step&& step) -> decltype(step()) {
     try {
-      step();
+      return step();
     } catch (const detail::Error& e) {
-      if (transport::breaks_comm(e.status())) transport_->health().mark_broken(e.status(), e.what());
+      if (breaks_comm(e.status())) health_.mark_broken(e.status(), e.what());
       throw;
     }
   }
-  // The consistency check of a collective call (runtime/consistency.h). A rank whose own argument checks
-  // failed (`local_error`) takes part too, so that the others fail at once instead of waiting for it, and then
-  // reports its own error.
+  // The consistency check of a collective call over the group (runtime/consistency.h), local error included.
   void agree(const CallRecord& mine, const std::exception_ptr& local_error);
+  // The plan id of the next plan: plans are created collectively, one at a time, so every rank of the group
+  // counts alike.
+  int64_t next_plan_id() { return next_plan_id_.fetch_add(1); }
+
+  // The C ABI's operations on a comm.
+  basp_rank_info_v1 rank_info(int32_t rank, int64_t seq_len) const;
+  void group_ranks(int32_t group_index, int32_t* ranks, int32_t capacity) const;
+  // Collective over the group. `local_error`: the caller's argument failed (a NULL output pointer).
+  void* mem_alloc(size_t bytes, const std::exception_ptr& local_error);
+  void mem_free(void* ptr);
+  // What broke the comm, else the backend's asynchronous error (which then breaks it), else BASP_SUCCESS.
+  basp_status_t async_error(std::string& message);
+  // Breaks the comm, then aborts its backend; a second abort does nothing.
+  void abort();
 
  private:
   plan::GroupLayout layout_;
   int32_t rank_;
-  basp_placement_t placement_;
+  CommOptions options_;
+  Health health_;
   std::unique_ptr<transport::GroupTransport> transport_;
-};
-
-class Plan {
- public:
-  // Collective over the rank's group.
-  Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1& desc);
-  // The same, for the C ABI: `desc` is NULL and `local_error` set when the caller's descriptor could not be read;
-  // the rank still joins the group's consistency check (Comm::agree), then throws.
-  Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, std::exception_ptr local_error);
-
-  const plan::ExchangePlan& exchange() const { return exchange_; }
-  const Comm& comm() const { return *comm_; }
-  void scatter(const void* const* inputs, void* const* outputs, void* stream);
-  void gather(const void* const* inputs, void* const* outputs, void* stream);
-  int64_t workspace_bytes() const { return executor_->workspace_bytes(); }
-  int32_t last_path() const { return executor_->last_path(); }
-
- private:
-  void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) const;
-
-  std::shared_ptr<Comm> comm_;
-  plan::ExchangePlan exchange_;
-  std::unique_ptr<transport::PlanExecutor> executor_;
+  std::atomic<int64_t> next_plan_id_{0};
 };
 
 // Options -> the validated group layout for `world_size` ranks (placement applied). `locality` holds every rank's
-// record (topology/rank_locality.h), gathered over the parent communicator, for TOPOLOGY (and DEFAULT)
-// placement; empty means nothing is known and those fall back to the contiguous rule. Every rank must pass the
-// same records to get the same layout.
+// record (topology/rank_locality.h), gathered over the parent, for TOPOLOGY (and DEFAULT) placement; empty means
+// nothing is known and those fall back to the contiguous rule. Every rank must pass the same records to get the
+// same layout.
 plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
-                              const std::vector<topology::RankLocality>& locality);
-plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options);
+                              const std::vector<topology::RankLocality>& locality = {});
+
+// Where this rank's group transport connects: its group of `layout`.
+transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, int64_t timeout_ms);
 
 }  // namespace basp::runtime

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/rank_list.h"
 #include "common/status_name.h"
 
 namespace basp::runtime {
@@ -52,7 +53,9 @@ constexpr size_t kMaxValuesShown = 8;
 
 const FieldInfo* fields_of(int64_t kind, int64_t* count) {
   switch (static_cast<CallKind>(kind)) {
-    case CallKind::kCommCreate: *count = std::size(kCommFields); return kCommFields;
+    case CallKind::kCommCreateMpi:
+    case CallKind::kCommCreateNccl:
+    case CallKind::kCommCreateOob: *count = std::size(kCommFields); return kCommFields;
     case CallKind::kPlanCreate: *count = std::size(kPlanFields); return kPlanFields;
     case CallKind::kMemFree: *count = std::size(kMemFreeFields); return kMemFreeFields;
     default: *count = 0; return nullptr;
@@ -66,9 +69,9 @@ const char* enum_name(Shown shown, int64_t v) {
       if (v == BASP_LAYOUT_SBHD) return "BASP_LAYOUT_SBHD";
       break;
     case Shown::kDtype: {
-      static constexpr const char* kNames[] = {"BASP_DTYPE_BYTE", "BASP_DTYPE_FP8_E4M3", "BASP_DTYPE_FP8_E5M2",
-                                               "BASP_DTYPE_FP16", "BASP_DTYPE_BF16",     "BASP_DTYPE_FP32",
-                                               "BASP_DTYPE_FP64", "BASP_DTYPE_INT32",    "BASP_DTYPE_INT64"};
+      static constexpr const char* kNames[] = {
+          "BASP_DTYPE_BYTE", "BASP_DTYPE_FP8_E4M3", "BASP_DTYPE_FP8_E5M2", "BASP_DTYPE_FP16",  "BASP_DTYPE_BF16",
+          "BASP_DTYPE_FP32", "BASP_DTYPE_FP64",     "BASP_DTYPE_INT32",    "BASP_DTYPE_INT64", "BASP_DTYPE_UNSET"};
       static_assert(std::size(kNames) == BASP_DTYPE_COUNT, "a dtype without a name");
       if (v >= 0 && v < BASP_DTYPE_COUNT) return kNames[v];
       break;
@@ -115,7 +118,7 @@ std::string clause(const char* name, const std::vector<size_t>& who, const std::
   if (groups.size() < 2) return {};
   std::string out = std::string(name) + ":";
   for (size_t g = 0; g < groups.size() && g < kMaxValuesShown; ++g) {
-    out += (g == 0 ? " rank " : ", rank ") + compress_ranks(groups[g].second) + " = " + groups[g].first;
+    out += (g == 0 ? " rank " : ", rank ") + detail::compress_ranks(groups[g].second) + " = " + groups[g].first;
   }
   if (groups.size() > kMaxValuesShown) {
     out += " and " + std::to_string(groups.size() - kMaxValuesShown) + " more values";
@@ -148,7 +151,9 @@ uint64_t hash_layout(const plan::GroupLayout& layout) {
 
 const char* call_name(CallKind kind) {
   switch (kind) {
-    case CallKind::kCommCreate: return "basp_comm_create_mpi";
+    case CallKind::kCommCreateMpi: return "basp_comm_create_mpi";
+    case CallKind::kCommCreateNccl: return "basp_comm_create_nccl";
+    case CallKind::kCommCreateOob: return "basp_comm_create_oob";
     case CallKind::kPlanCreate: return "basp_plan_create";
     case CallKind::kMemAlloc: return "basp_mem_alloc";
     case CallKind::kMemFree: return "basp_mem_free";
@@ -156,9 +161,13 @@ const char* call_name(CallKind kind) {
   return "an unknown call";
 }
 
-CallRecord describe_comm_create(const basp_comm_config_v1* config, basp_status_t local_status) {
+bool is_comm_create(CallKind kind) {
+  return kind == CallKind::kCommCreateMpi || kind == CallKind::kCommCreateNccl || kind == CallKind::kCommCreateOob;
+}
+
+CallRecord describe_comm_create(CallKind kind, const basp_comm_config_v1* config, basp_status_t local_status) {
   CallRecord r;
-  r.kind = static_cast<int64_t>(CallKind::kCommCreate);
+  r.kind = static_cast<int64_t>(kind);
   r.local_status = local_status;
   r.num_fields = std::size(kCommFields);
   if (config == nullptr) return r;
@@ -273,35 +282,43 @@ void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std
   const uint64_t fp = fingerprint(mine);
   std::vector<uint64_t> all_fp(static_cast<size_t>(size));
   allgather(&fp, sizeof(fp), all_fp.data(), "the consistency check of " + call + " (every rank must call it)");
-  if (std::all_of(all_fp.begin(), all_fp.end(), [fp](uint64_t v) { return v == fp; })) return;
-  std::vector<CallRecord> records(static_cast<size_t>(size));
-  allgather(&mine, sizeof(CallRecord), records.data(), "the gather of the ranks' arguments of " + call);
-  fail_mismatch(records, labels, where, mine);
+  if (!std::all_of(all_fp.begin(), all_fp.end(), [fp](uint64_t v) { return v == fp; })) {
+    std::vector<CallRecord> records(static_cast<size_t>(size));
+    allgather(&mine, sizeof(CallRecord), records.data(), "the gather of the ranks' arguments of " + call);
+    fail_mismatch(records, labels, where, mine);
+  }
+  if (mine.local_status != BASP_SUCCESS) return;  // every rank failed its own checks alike: none goes on
+  allgather(&fp, sizeof(fp), all_fp.data(), "the second round of the consistency check of " + call);
 }
 
-std::string compress_ranks(std::vector<int32_t> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    if (j - i >= 2) {
-      out += std::to_string(ranks[i]) + ".." + std::to_string(ranks[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(ranks[i]);
-      ++i;
+void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::exception_ptr& local_error,
+           const detail::Deadline& deadline) {
+  try {
+    agree_by_allgather([&](const void* send, size_t bytes, void* recv,
+                           const std::string& step) { bootstrap.allgather(send, bytes, recv, step, deadline); },
+                       bootstrap.size(), bootstrap.labels(), bootstrap.where(), mine);
+  } catch (const detail::Error& e) {
+    if (!local_error || e.status() != BASP_ERROR_MISMATCH) throw;
+    // This rank's own error explains the mismatch best; say what the other ranks see.
+    try {
+      std::rethrow_exception(local_error);
+    } catch (const detail::Error& own) {
+      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ", e.what(),
+                   ")");
     }
   }
-  return out;
+  if (local_error) std::rethrow_exception(local_error);
 }
 
-std::string describe_group(const plan::GroupLayout& layout, int32_t group_index) {
-  const auto& members = layout.members.at(static_cast<size_t>(group_index));
-  return "group " + std::to_string(group_index) + " (world rank" + (members.size() == 1 ? " " : "s ") +
-         compress_ranks(members) + ")";
+basp_status_t status_of(const std::exception_ptr& error) {
+  if (!error) return BASP_SUCCESS;
+  try {
+    std::rethrow_exception(error);
+  } catch (const detail::Error& e) {
+    return e.status();
+  } catch (...) {
+    return BASP_ERROR_INTERNAL;
+  }
 }
 
 }  // namespace basp::runtime

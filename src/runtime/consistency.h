@@ -1,29 +1,34 @@
 // Cross-rank consistency of collective calls (docs/reliability.md). Before a collective call does anything that
 // the other ranks must match, every rank describes the call as a CallRecord: which call, whether its own
-// argument checks passed, and the fields every rank must agree on. The backend compares one 64-bit fingerprint
-// of the records (cheap, one small reduction) and only on a difference gathers the records, so that every rank
+// argument checks passed, and the fields every rank must agree on. One all-gather of 64-bit fingerprints of the
+// records tells every rank whether all agree; only on a difference are the records gathered, so that every rank
 // can name the field that differs, its values and the ranks holding each:
 //   "num_heads[1]: rank 0..2 = 8, rank 3 = 4".
-// Pure code, no I/O: the unit tests drive it directly.
+// The same check serves every backend and every parent, over a transport::Bootstrap.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "basp/basp.h"
+#include "common/deadline.h"
 #include "plan/groups.h"
+#include "transport/bootstrap.h"
 
 namespace basp::runtime {
 
 enum class CallKind : int64_t {
-  kCommCreate = 1,  // basp_comm_create_mpi (over the parent communicator)
-  kPlanCreate = 2,  // basp_plan_create (over the group)
-  kMemAlloc = 3,    // basp_mem_alloc (over the group)
-  kMemFree = 4,     // basp_mem_free (over the group)
+  kCommCreateMpi = 1,   // basp_comm_create_mpi (over the parent communicator)
+  kPlanCreate = 2,      // basp_plan_create (over the group)
+  kMemAlloc = 3,        // basp_mem_alloc (over the group)
+  kMemFree = 4,         // basp_mem_free (over the group)
+  kCommCreateNccl = 5,  // basp_comm_create_nccl (over the parent NCCL communicator)
+  kCommCreateOob = 6,   // basp_comm_create_oob (over the caller's out-of-band collectives)
 };
 
 const char* call_name(CallKind kind);
@@ -39,9 +44,12 @@ struct CallRecord {
 };
 static_assert(std::is_trivially_copyable_v<CallRecord>, "CallRecord travels as bytes");
 
+bool is_comm_create(CallKind kind);
+
 // `config` / `desc` is NULL when the caller's struct could not be read (NULL pointer, bad size, magic or
 // version); `local_status` is the status the rank's own checks of its arguments gave (BASP_SUCCESS if none).
-CallRecord describe_comm_create(const basp_comm_config_v1* config, basp_status_t local_status);
+// `kind` is one of the comm creation calls.
+CallRecord describe_comm_create(CallKind kind, const basp_comm_config_v1* config, basp_status_t local_status);
 // The plan's fields plus the comm's (B, G, placement and a hash of the group membership), so that plans made
 // from comms that differ are caught too.
 CallRecord describe_plan_create(const basp_plan_desc_v1* desc, basp_status_t local_status,
@@ -70,16 +78,25 @@ std::string describe_mismatch(const std::vector<CallRecord>& records, const std:
 // `step` names the round for a timeout message. Throws on failure or timeout.
 using AllGatherBytes = std::function<void(const void* send, size_t bytes, void* recv, const std::string& step)>;
 
-// The consistency check over a backend that offers only an all-gather (NCCL): the 8-byte fingerprints of the
-// group's `size` ranks first, and only when they differ the records, then fail_mismatch(). Returns when every
-// rank described the same call. Pure: the unit tests drive it with an emulated group.
+// The consistency check:
+//   round 1  the 8-byte fingerprints of the `size` ranks' records;
+//   on a difference: the records, then fail_mismatch() on every rank;
+//   round 2  (when the rank's own checks passed) a second all-gather, of the ranks' presence: a rank that arrives
+//            after the others gave up on round 1 completes round 1 from their abandoned contributions, and round 2,
+//            which they never join, makes it time out too, instead of letting it go on into a step that cannot
+//            time out (MPI_Comm_split, ncclCommInitRank) and hang there.
+// Returns when every rank described the same call. Pure: the unit tests drive it with an emulated group.
 void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
                         const std::string& where, const CallRecord& mine);
 
-// "0..2, 5, 7, 8": ranks in increasing order, runs of three or more compressed.
-std::string compress_ranks(std::vector<int32_t> ranks);
+// The consistency check over `bootstrap`, for a rank whose own argument checks may have failed (`local_error`
+// set): it takes part all the same, so that the other ranks fail at once (BASP_ERROR_MISMATCH) instead of waiting
+// for it until their timeout, and then throws its own error, noting what the others see. The one place where a
+// local error meets the group's verdict.
+void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::exception_ptr& local_error,
+           const detail::Deadline& deadline);
 
-// "group 1 (world ranks 4..7)".
-std::string describe_group(const plan::GroupLayout& layout, int32_t group_index);
+// The status of a captured error (BASP_SUCCESS for none, BASP_ERROR_INTERNAL for a foreign exception).
+basp_status_t status_of(const std::exception_ptr& error);
 
 }  // namespace basp::runtime

@@ -25,11 +25,22 @@
 #include "topology/rank_locality.h"
 #include "topology/topology.h"
 #if BASP_HAVE_MPI
-#include "transport/mpi/mpi_locality.h"
-#include "transport/mpi/mpi_util.h"
+#include <mpi.h>
 #endif
 
 namespace {
+
+#if BASP_HAVE_MPI
+// Every rank's record, by rank (one MPI_Allgather of a fixed-size record).
+std::vector<basp::topology::RankLocality> allgather_locality(MPI_Comm comm, const basp::topology::RankLocality& mine) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<basp::topology::RankLocality> all(static_cast<size_t>(size));
+  constexpr int bytes = static_cast<int>(sizeof(basp::topology::RankLocality));
+  MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm);
+  return all;
+}
+#endif
 
 using basp::topology::RankLocality;
 using basp::topology::Topology;
@@ -185,11 +196,10 @@ int run(const Options& o, int rank, int size, void* mpi_comm) {
 #if BASP_HAVE_MPI
     // First the nodes, to number the ranks of each node; then the full records with each rank's GPU.
     MPI_Comm comm = *static_cast<MPI_Comm*>(mpi_comm);
-    const auto nodes = basp::transport::mpi::allgather_locality(comm, basp::topology::make_rank_locality(topo.node()));
+    const auto nodes = allgather_locality(comm, basp::topology::make_rank_locality(topo.node()));
     int32_t local = 0;
     for (int r = 0; r < rank; ++r) local += nodes[static_cast<size_t>(r)].node_key == topo.node().key ? 1 : 0;
-    ranks = basp::transport::mpi::allgather_locality(
-        comm, basp::topology::make_rank_locality(topo, local < topo.num_gpus() ? local : -1));
+    ranks = allgather_locality(comm, basp::topology::make_rank_locality(topo, local < topo.num_gpus() ? local : -1));
 #else
     (void)mpi_comm;
 #endif

@@ -1,68 +1,89 @@
-// Moving bytes: the small interface every backend implements (MPI on host memory now; NCCL on device memory
-// and intra-node load/store transports later). A GroupTransport is one rank's connection to its group; it
-// turns an ExchangePlan into a PlanExecutor that owns everything execute needs (workspace, datatypes, a private
-// communicator), so that scatter and gather allocate nothing and create no communicator.
+// Moving bytes: the small interface every backend implements (MPI on host memory, NCCL on device memory). The
+// transport is a leaf: it knows the plan's arithmetic (plan/, layout/) and the machine (topology/), never the
+// objects behind the handles (runtime/), which own it.
+//
+//   Connector       one backend's part of comm creation over a parent Bootstrap (runtime/create.h runs it)
+//   GroupTransport  one rank's connection to its group: executors, shared memory, the group's collectives
+//   PlanExecutor    everything one plan's execute needs (workspace, datatypes, its exchange path), made once, so
+//                   that scatter and gather allocate nothing and create no communicator
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "basp/basp.h"
-#include "common/error.h"
+#include "common/deadline.h"
 #include "plan/exchange.h"
-#include "runtime/consistency.h"
-#include "transport/health.h"
+#include "topology/rank_locality.h"
+#include "transport/bootstrap.h"
 
 namespace basp::transport {
+
+// Where a rank sits once the groups are formed.
+struct GroupSpec {
+  int32_t index = 0;             // the group: the color of a communicator split
+  int32_t position = 0;          // this rank's position in it: the key
+  std::vector<int32_t> members;  // world rank of each position
+  std::string where;             // "group 0 (world ranks 0..3)"
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
+};
+
+// What an executor knows of its plan beyond the arithmetic.
+struct PlanContext {
+  int64_t plan_id = 0;  // creation order in the comm: the same on every rank of the group
+  std::string call;     // the call that makes it, for messages ("basp_plan_create")
+};
 
 class PlanExecutor {
  public:
   virtual ~PlanExecutor() = default;
-  // inputs/outputs hold one pointer per tensor of the plan; `stream` is backend-specific (NULL for MPI).
+  // inputs/outputs hold one pointer per tensor of the plan, already validated (runtime/plan.h); `stream` is
+  // backend-specific (NULL for MPI).
   virtual void scatter(const void* const* inputs, void* const* outputs, void* stream) = 0;
   virtual void gather(const void* const* inputs, void* const* outputs, void* stream) = 0;
   virtual int64_t workspace_bytes() const = 0;
-  // basp_path_t of the last scatter/gather (BASP_PATH_NONE before the first).
-  virtual int32_t last_path() const { return BASP_PATH_NONE; }
+  // The path fixed at plan creation.
+  virtual basp_path_t plan_path() const = 0;
+  // The path of the last scatter/gather (BASP_PATH_NONE before the first). Any thread, any time.
+  virtual basp_path_t last_path() const = 0;
+  // Control rounds (small messages every rank of the group exchanges with every other) of the last scatter or
+  // gather: each path documents its count (docs/design.md). Any thread, any time.
+  virtual int32_t last_control_rounds() const = 0;
 };
 
 class GroupTransport {
  public:
   virtual ~GroupTransport() = default;
   virtual basp_backend_t backend() const = 0;
-  // Whether the comm is still usable (transport/health.h), shared by the comm and its plans.
-  Health& health() { return health_; }
-  // Collective over the group, the first step of every collective call (docs/reliability.md): returns when every
-  // rank of the group described the same call, else throws BASP_ERROR_MISMATCH (on every rank) or
-  // BASP_ERROR_TIMEOUT. The default checks nothing (a backend whose group has a single rank only).
-  virtual void agree(const runtime::CallRecord& mine) { (void)mine; }
-  // Collective over the group.
-  virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan) = 0;
-  // Collective over the group: memory the group's ranks can reach directly (basp_mem_alloc), and its release.
-  virtual void* alloc_shared(size_t bytes) {
-    (void)bytes;
-    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend has no shared memory (only BASP_BACKEND_MPI has)");
-  }
-  virtual void free_shared(void* ptr) {
-    (void)ptr;
-    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend has no shared memory (only BASP_BACKEND_MPI has)");
-  }
+  // The group's host-side collectives: the consistency checks of plan creation and basp_mem_alloc/free.
+  virtual Bootstrap& group() = 0;
+  // Collective over the group, after its consistency check.
+  virtual std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context) = 0;
+  // Collective over the group: memory the group's ranks reach directly (basp_mem_alloc), and its release.
+  virtual void* alloc_shared(size_t bytes);
+  virtual void free_shared(void* ptr);
   // An error the backend raised asynchronously (NCCL's ncclCommGetAsyncError): BASP_SUCCESS when there is none,
   // else its status, with the detail in `message`. Backends that fail synchronously (MPI) never have one.
-  virtual basp_status_t async_error(std::string& message) {
-    (void)message;
-    return BASP_SUCCESS;
-  }
-  // Stops the backend's outstanding operations and releases its communicators; later executes of the comm's
-  // plans fail. Only backends that can abort one communicator without ending the process support it.
-  virtual void abort() {
-    detail::fail(BASP_ERROR_UNSUPPORTED, "this backend cannot abort a communicator (only BASP_BACKEND_NCCL can)");
-  }
+  virtual basp_status_t async_error(std::string& message);
+  // Whether abort() is supported: only by backends that can abort one communicator without ending the process.
+  virtual bool abortable() const { return false; }
+  // Stops the backend's outstanding operations and releases its communicators (abortable backends only).
+  virtual void abort() {}
+};
 
- private:
-  Health health_;
+// One backend's part of comm creation (runtime/create.h): made before the consistency check without talking to
+// any rank, so that a backend this build or this bootstrap cannot serve is a local argument error there.
+class Connector {
+ public:
+  virtual ~Connector() = default;
+  // This rank's record for placement. Throws when the rank cannot take part (NCCL: no usable CUDA device); the
+  // runtime shares that failure with every rank before anything waits on this one.
+  virtual topology::RankLocality locality() = 0;
+  // Collective over the parent, after the groups are formed: this rank's group transport, connected.
+  virtual std::unique_ptr<GroupTransport> connect(const GroupSpec& group, const detail::Deadline& deadline) = 0;
 };
 
 }  // namespace basp::transport

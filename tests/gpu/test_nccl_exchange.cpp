@@ -1,4 +1,4 @@
-// The NCCL executor's exchange path on one GPU: a one-rank NCCL communicator with the K = 1 direct copy turned
+// The NCCL executor's exchange path on one GPU: a one-rank NCCL communicator with the K = 1 local copy turned
 // off, so that an execute is pack -> ncclAlltoAll -> unpack, exactly as with K > 1. Checks that the path is
 // bit-exact (K = 1: scatter and gather are the identity) with poisoned outputs for both layouts, that it is
 // captured in a CUDA graph (kernels and the NCCL all-to-all) and replays correctly on new data, and that an
@@ -13,8 +13,9 @@
 #include "gpu_util.h"
 #include "pattern.h"
 #include "plan/exchange.h"
-#include "runtime/comm.h"
-#include "transport/nccl/nccl_transport.h"
+#include "runtime/create.h"
+#include "transport/nccl/nccl_backend.h"
+#include "transport/nccl/nccl_executor.h"
 
 using basp::test::DeviceBytes;
 using basp::test::kPoison;
@@ -40,7 +41,7 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   std::mt19937_64 rng(5 + layout);
   const auto plan = make_plan(layout);
   basp::transport::nccl::ExecutorOptions options;
-  options.direct_copy_when_alone = false;
+  options.local_copy_when_alone = false;
   auto executor = basp::transport::nccl::make_executor(group, plan, options);
   tally.check(executor->workspace_bytes() > 0, "exchange path has a workspace");
 
@@ -136,19 +137,24 @@ int main() {
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   try {
-    basp::runtime::CommOptions options;
-    options.micro_batch = 2;
-    options.backend = BASP_BACKEND_NCCL;
-    auto comm = basp::transport::nccl::create_comm(parent, options);
+    // Through the creation algorithm every constructor runs (runtime/create.h): agreement, locality, split,
+    // connect.
+    basp_comm_config_v1 config = BASP_COMM_CONFIG_INITIALIZER;
+    config.micro_batch = 2;
+    config.backend = BASP_BACKEND_NCCL;
+    basp::runtime::CreateCall call;
+    call.kind = basp::runtime::CallKind::kCommCreateNccl;
+    call.config = &config;
+    auto comm = basp::runtime::comm_from_nccl(parent, call);
     auto& transport = dynamic_cast<basp::transport::nccl::NcclGroupTransport&>(comm->transport());
-    const auto group = transport.group();
+    const auto group = transport.group_comm();
     run_layout(group, BASP_LAYOUT_BSHD, stream, tally);
     run_layout(group, BASP_LAYOUT_SBHD, stream, tally);
 
     // After an abort, the exchange path refuses to enqueue.
-    basp::transport::nccl::ExecutorOptions direct_off;
-    direct_off.direct_copy_when_alone = false;
-    auto executor = basp::transport::nccl::make_executor(group, make_plan(BASP_LAYOUT_BSHD), direct_off);
+    basp::transport::nccl::ExecutorOptions local_off;
+    local_off.local_copy_when_alone = false;
+    auto executor = basp::transport::nccl::make_executor(group, make_plan(BASP_LAYOUT_BSHD), local_off);
     transport.abort();
     std::string message;
     tally.check(transport.async_error(message) == BASP_ERROR_NCCL, "async error reports the abort");

@@ -17,9 +17,18 @@
 #include "basp/basp.h"
 #include "topology/rank_locality.h"
 #include "topology/topology.h"
-#include "transport/mpi/mpi_locality.h"
 
 namespace {
+
+// Every rank's record, by rank (one MPI_Allgather of a fixed-size record).
+std::vector<basp::topology::RankLocality> allgather_locality(MPI_Comm comm, const basp::topology::RankLocality& mine) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<basp::topology::RankLocality> all(static_cast<size_t>(size));
+  constexpr int bytes = static_cast<int>(sizeof(basp::topology::RankLocality));
+  MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm);
+  return all;
+}
 
 int g_rank = 0;
 int g_failures = 0;
@@ -83,8 +92,7 @@ int main(int argc, char** argv) {
     if (g_rank == 0) std::printf("NOTE: libnvidia-ml.so.1 present: the no-driver path is not exercised here\n");
   }
   EXPECT(topo.node().name == me, "node \"%s\", expected \"%s\"", topo.node().name.c_str(), me.c_str());
-  const auto records =
-      basp::transport::mpi::allgather_locality(MPI_COMM_WORLD, basp::topology::make_rank_locality(topo, -1));
+  const auto records = allgather_locality(MPI_COMM_WORLD, basp::topology::make_rank_locality(topo, -1));
   for (int32_t r = 0; r < size; ++r) {
     for (int32_t s = 0; s < size; ++s) {
       EXPECT((records[static_cast<size_t>(r)].node_key == records[static_cast<size_t>(s)].node_key) ==

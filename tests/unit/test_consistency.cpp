@@ -10,6 +10,7 @@
 
 #include "common/deadline.h"
 #include "common/error.h"
+#include "common/rank_list.h"
 #include "plan/groups.h"
 #include "runtime/consistency.h"
 #include "runtime/timeout.h"
@@ -47,7 +48,7 @@ std::vector<int32_t> iota(int32_t n) {
 }  // namespace
 
 TEST_CASE("compress_ranks: runs of three or more become a..b", "[consistency]") {
-  using basp::runtime::compress_ranks;
+  using basp::detail::compress_ranks;
   CHECK(compress_ranks({}) == "");
   CHECK(compress_ranks({3}) == "3");
   CHECK(compress_ranks({0, 1}) == "0, 1");
@@ -117,9 +118,10 @@ TEST_CASE("describe_mismatch: field, values and ranks", "[consistency]") {
   // Comm creation fields, enums by name.
   basp_comm_config_v1 c = BASP_COMM_CONFIG_INITIALIZER;
   c.micro_batch = 8;
-  std::vector<CallRecord> comms(5, basp::runtime::describe_comm_create(&c, BASP_SUCCESS));
+  std::vector<CallRecord> comms(
+      5, basp::runtime::describe_comm_create(basp::runtime::CallKind::kCommCreateMpi, &c, BASP_SUCCESS));
   c.placement = BASP_PLACEMENT_CONTIGUOUS;
-  comms[0] = basp::runtime::describe_comm_create(&c, BASP_SUCCESS);
+  comms[0] = basp::runtime::describe_comm_create(basp::runtime::CallKind::kCommCreateMpi, &c, BASP_SUCCESS);
   CHECK(basp::runtime::describe_mismatch(comms, iota(5)) ==
         "placement: rank 0 = BASP_PLACEMENT_CONTIGUOUS, rank 1..4 = BASP_PLACEMENT_DEFAULT");
 
@@ -229,9 +231,9 @@ TEST_CASE("describe_mismatch: many distinct values are counted, not listed", "[c
 
 TEST_CASE("describe_group names the group's world ranks", "[consistency]") {
   const auto layout = basp::plan::make_layout(8, 2, {{0, 2, 4, 6}, {1, 3, 5, 7}});
-  CHECK(basp::runtime::describe_group(layout, 1) == "group 1 (world ranks 1, 3, 5, 7)");
-  CHECK(basp::runtime::describe_group(one_group(1), 0) == "group 0 (world rank 0)");
-  CHECK(basp::runtime::describe_group(one_group(4), 0) == "group 0 (world ranks 0..3)");
+  CHECK(basp::plan::describe_group(layout, 1) == "group 1 (world ranks 1, 3, 5, 7)");
+  CHECK(basp::plan::describe_group(one_group(1), 0) == "group 0 (world rank 0)");
+  CHECK(basp::plan::describe_group(one_group(4), 0) == "group 0 (world ranks 0..3)");
 }
 
 TEST_CASE("timeout: config, then BASP_TIMEOUT_MS, then the default", "[consistency]") {

@@ -20,7 +20,7 @@
 #include "basp/basp.h"
 #include "capi/handles.h"
 #include "runtime/comm.h"
-#include "transport/nccl/nccl_transport.h"
+#include "transport/nccl/nccl_backend.h"
 
 namespace {
 
@@ -77,9 +77,11 @@ basp_comm_t make_handle() {
   basp::runtime::CommOptions options;
   options.micro_batch = 2;
   options.backend = BASP_BACKEND_NCCL;
+  basp::plan::GroupLayout layout = basp::runtime::plan_groups(1, options);
+  auto transport =
+      basp::transport::nccl::wrap_group(kFakeComm, 0, basp::runtime::group_spec(layout, 0, options.timeout_ms));
   auto handle = std::make_unique<basp_comm>();
-  handle->impl = basp::transport::nccl::make_comm(basp::runtime::plan_groups(1, options), 0, options.placement,
-                                                  options.timeout_ms, kFakeComm, 0);
+  handle->impl = std::make_shared<basp::runtime::Comm>(std::move(layout), 0, options, std::move(transport));
   basp::capi::register_comm(handle.get());
   return handle.release();
 }

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "common/error.h"
-#include "transport/mpi/keep_forever.h"
+#include "common/keep_forever.h"
 #include "transport/mpi/mpi_util.h"
 #include "transport/mpi/mpi_wait.h"
 
@@ -27,7 +27,7 @@ void complete(const CollectiveScope& scope, MPI_Request* request, std::unique_pt
     wait_all(request, 1, Requests::kCollective, deadline, step, label);
   } catch (const detail::Error& e) {
     if (e.status() == BASP_ERROR_TIMEOUT) {
-      keep_forever(std::shared_ptr<Buffers>(std::move(buffers)));  // see above
+      detail::keep_forever(std::shared_ptr<Buffers>(std::move(buffers)));  // see above
       if (scope.abandoned) *scope.abandoned = true;
     }
     throw;
@@ -64,30 +64,6 @@ void allreduce_min(const CollectiveScope& scope, int64_t* values, int n, const c
       MPI_Iallreduce(buffers->in.data(), buffers->out.data(), n, MPI_INT64_T, MPI_MIN, scope.comm, &request));
   complete(scope, &request, buffers, step, deadline);
   std::memcpy(values, buffers->out.data(), bytes);
-}
-
-void agree(const CollectiveScope& scope, const runtime::CallRecord& mine, const detail::Deadline& deadline) {
-  const char* call = runtime::call_name(static_cast<runtime::CallKind>(mine.kind));
-  const uint64_t fp = runtime::fingerprint(mine);
-  // MIN of {fp, ~fp} = {smallest, ~largest}; compared as signed after a flip of the top bit, which keeps order.
-  constexpr uint64_t kFlip = uint64_t{1} << 63;
-  int64_t round1[2] = {static_cast<int64_t>(fp ^ kFlip), static_cast<int64_t>(~fp ^ kFlip)};
-  const std::string step1 = std::string("the consistency check of ") + call + " (every rank must call it)";
-  allreduce_min(scope, round1, 2, step1.c_str(), deadline);
-  const uint64_t smallest = static_cast<uint64_t>(round1[0]) ^ kFlip;
-  const uint64_t largest = ~(static_cast<uint64_t>(round1[1]) ^ kFlip);
-  if (smallest != largest) {
-    int size = 0;
-    BASP_MPI_CHECK(MPI_Comm_size(scope.comm, &size));
-    std::vector<runtime::CallRecord> all(static_cast<size_t>(size));
-    allgather_bytes(scope, &mine, sizeof(runtime::CallRecord), all.data(),
-                    ("the gather of the ranks' arguments of " + std::string(call)).c_str(), deadline);
-    runtime::fail_mismatch(all, scope.labels, scope.where, mine);
-  }
-  if (mine.local_status != BASP_SUCCESS) return;  // every rank failed its own checks alike: none goes on
-  int64_t present = 1;
-  const std::string step2 = std::string("the second round of the consistency check of ") + call;
-  allreduce_min(scope, &present, 1, step2.c_str(), deadline);
 }
 
 }  // namespace basp::transport::mpi

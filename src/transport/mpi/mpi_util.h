@@ -46,6 +46,12 @@ class OwnedComm {
   }
   // Forgets the communicator without freeing it: for one that holds an abandoned collective (mpi_collectives.h).
   void leak() { comm_ = MPI_COMM_NULL; }
+  // Hands the communicator to another owner.
+  MPI_Comm release() {
+    MPI_Comm c = comm_;
+    comm_ = MPI_COMM_NULL;
+    return c;
+  }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

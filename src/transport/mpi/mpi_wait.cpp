@@ -3,9 +3,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "common/error.h"
-#include "runtime/consistency.h"
+#include "common/rank_list.h"
 #include "transport/mpi/mpi_util.h"
 
 namespace basp::transport::mpi {
@@ -24,7 +26,6 @@ void relax(const detail::Deadline& deadline, detail::Deadline::Clock::time_point
 
 [[noreturn]] void time_out(MPI_Request* requests, int n, Requests kind, const detail::Deadline& deadline,
                            const char* step, const WaitLabel& label) {
-  const int64_t waited = deadline.elapsed_ms();
   // Which peers are still pending: only point-to-point requests know theirs.
   std::vector<int32_t> pending_ranks;
   if (kind == Requests::kPointToPoint && label.peer_of != nullptr && label.members != nullptr) {
@@ -42,18 +43,24 @@ void relax(const detail::Deadline& deadline, detail::Deadline::Clock::time_point
   if (kind == Requests::kCollective) {
     for (int i = 0; i < n; ++i) requests[i] = MPI_REQUEST_NULL;  // abandoned: see mpi_wait.h
   }
-  std::sort(pending_ranks.begin(), pending_ranks.end());
-  pending_ranks.erase(std::unique(pending_ranks.begin(), pending_ranks.end()), pending_ranks.end());
-  std::string who = pending_ranks.empty()
-                        ? std::string("at least one rank of the group did not join")
-                        : "still waiting for world rank" + std::string(pending_ranks.size() > 1 ? "s " : " ") +
-                              runtime::compress_ranks(pending_ranks);
-  detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", waited, " ms (timeout ", deadline.timeout_ms(),
-               " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ",
-               label.where ? *label.where : std::string("the group"), ": ", who, "; the comm is broken from now on");
+  fail_timeout(deadline, step, label.where ? *label.where : std::string("the group"), std::move(pending_ranks));
 }
 
 }  // namespace
+
+void fail_timeout(const detail::Deadline& deadline, const char* step, const std::string& where,
+                  std::vector<int32_t> pending) {
+  const int64_t waited = deadline.elapsed_ms();
+  std::sort(pending.begin(), pending.end());
+  pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+  const std::string who = pending.empty()
+                              ? std::string("at least one rank of the group did not join")
+                              : "still waiting for world rank" + std::string(pending.size() > 1 ? "s " : " ") +
+                                    detail::compress_ranks(pending);
+  detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", waited, " ms (timeout ", deadline.timeout_ms(),
+               " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where, ": ", who,
+               "; the comm is broken from now on");
+}
 
 int drop_requests(MPI_Request* requests, int n) {
   int active = 0;

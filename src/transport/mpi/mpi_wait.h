@@ -45,6 +45,11 @@ void wait_all(MPI_Request* requests, int n, Requests kind, const detail::Deadlin
 int wait_any(MPI_Request* requests, int n, Requests kind, const detail::Deadline& deadline, const char* step,
              const WaitLabel& label);
 
+// Throws BASP_ERROR_TIMEOUT: "timed out after <waited> ms (timeout ...) in <step> in <where>: still waiting for
+// world ranks <pending>" (or "at least one rank of the group did not join" when `pending` is empty).
+[[noreturn]] void fail_timeout(const detail::Deadline& deadline, const char* step, const std::string& where,
+                               std::vector<int32_t> pending);
+
 // Cancels the point-to-point requests still active, gives receives that a message already matched a short
 // grace to finish landing, then releases what is still active (MPI_Request_free). Returns how many were
 // released while active: their buffers may still be read (sends) or written (receives) by MPI later.

@@ -25,7 +25,18 @@ struct Published {
 }  // namespace
 
 SharedMemory::~SharedMemory() {
-  for (Region& r : regions_) unmap(r);
+  Region* r = head_.load();
+  while (r != nullptr) {
+    Region* next = r->next;
+    if (r->live.load()) unmap(*r);
+    delete r;
+    r = next;
+  }
+}
+
+void SharedMemory::publish(std::unique_ptr<Region> region) {
+  region->next = head_.load(std::memory_order_relaxed);
+  head_.store(region.release(), std::memory_order_release);  // writers hold writers_: no lost update
 }
 
 void SharedMemory::unmap(Region& r) {
@@ -49,7 +60,8 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
   const bool one_node = node_size == k;
 
   // This rank's memory: a memfd (shareable) when the group is on one node, else plain anonymous memory.
-  Region mine;
+  auto mine_owned = std::make_unique<Region>();
+  Region& mine = *mine_owned;
   mine.owner = position;
   mine.size = bytes;
   std::string why;
@@ -90,7 +102,7 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
   }
 
   // Map every peer's memfd through /proc (same node, same user: the kernel checks ptrace-read rights).
-  std::vector<Region> peers;
+  std::vector<std::unique_ptr<Region>> peers;
   int ok = 1;
   for (const Published& x : all) ok &= x.ok == 1;
   for (int j = 0; j < k && ok; ++j) {
@@ -103,48 +115,45 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
       ok = 0;
       break;
     }
-    Region r;
-    r.owner = j;
-    r.base = all[j].base;
-    r.size = all[j].size;
-    r.mapped = static_cast<std::byte*>(q);
-    peers.push_back(r);
+    auto r = std::make_unique<Region>();
+    r->owner = j;
+    r->base = all[j].base;
+    r->size = all[j].size;
+    r->mapped = static_cast<std::byte*>(q);
+    peers.push_back(std::move(r));
   }
   int64_t all_ok = ok;
   try {
     allreduce_min(group, &all_ok, 1, "the mapping check of basp_mem_alloc", deadline);
   } catch (...) {
-    for (Region& r : peers) unmap(r);
+    for (auto& r : peers) unmap(*r);
     unmap(mine);
     throw;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(writers_);
   const uint64_t id = next_id_++;
   if (!all_ok) {
-    for (Region& r : peers) unmap(r);
+    for (auto& r : peers) unmap(*r);
     peers.clear();
   }
   mine.id = id;
   mine.shared = all_ok == 1;
-  regions_.push_back(mine);
-  for (Region& r : peers) {
-    r.id = id;
-    r.shared = true;
-    regions_.push_back(r);
+  publish(std::move(mine_owned));
+  for (auto& r : peers) {
+    r->id = id;
+    r->shared = true;
+    publish(std::move(r));
   }
   if (shared) *shared = all_ok == 1;
   return p;
 }
 
 void SharedMemory::release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline) {
+  std::lock_guard<std::mutex> lock(writers_);
   int64_t found_id = -1;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Region& r : regions_) {
-      if (r.owner == position && r.base == reinterpret_cast<uint64_t>(ptr)) {
-        found_id = static_cast<int64_t>(r.id);
-        break;
-      }
+  for (Region* r = head_.load(); r != nullptr && found_id < 0; r = r->next) {
+    if (r->live.load() && r->owner == position && r->base == reinterpret_cast<uint64_t>(ptr)) {
+      found_id = static_cast<int64_t>(r->id);
     }
   }
   int k = 0;
@@ -158,42 +167,32 @@ void SharedMemory::release(const CollectiveScope& group, int position, void* ptr
                    ids[j] < 0 ? std::string("an unknown pointer") : "allocation #" + std::to_string(ids[j]),
                    ") than this rank (allocation #", found_id, "): basp_mem_free is collective");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   const auto id = static_cast<uint64_t>(found_id);
-  for (auto it = regions_.begin(); it != regions_.end();) {
-    if (it->id == id) {
-      unmap(*it);
-      it = regions_.erase(it);
-    } else {
-      ++it;
+  for (Region* r = head_.load(); r != nullptr; r = r->next) {
+    if (r->id == id && r->live.load()) {
+      r->live.store(false);
+      unmap(*r);
     }
   }
 }
 
 std::byte* SharedMemory::translate(int owner, uint64_t address, uint64_t bytes) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Region& r : regions_) {
-    if (r.shared && r.owner == owner && address >= r.base && bytes <= r.size && address - r.base <= r.size - bytes) {
-      return r.mapped + (address - r.base);
+  for (const Region* r = head_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    if (r->shared && r->owner == owner && r->live.load(std::memory_order_relaxed) && address >= r->base &&
+        bytes <= r->size && address - r->base <= r->size - bytes) {
+      return r->mapped + (address - r->base);
     }
   }
   return nullptr;
 }
 
 std::byte* SharedMemory::first_region_of(int owner) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Region& r : regions_) {
-    if (r.shared && r.owner == owner) return r.mapped;
+  // The oldest live shared region: the list is newest first.
+  std::byte* found = nullptr;
+  for (const Region* r = head_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    if (r->shared && r->owner == owner && r->live.load()) found = r->mapped;
   }
-  return nullptr;
-}
-
-bool SharedMemory::has_shared_regions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Region& r : regions_) {
-    if (r.shared) return true;
-  }
-  return false;
+  return found;
 }
 
 }  // namespace basp::transport::mpi

@@ -10,8 +10,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -34,17 +36,19 @@ class SharedMemory {
   void* allocate(const CollectiveScope& group, int position, size_t bytes, bool* shared,
                  const detail::Deadline& deadline);
   // Collective: every rank passes the pointer it got from the same allocate call. Throws (on every rank) when
-  // some rank passes a pointer that allocate did not return.
+  // some rank passes a pointer that allocate did not return. Must not run while an exchange reads the table.
   void release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline);
 
   // This process's address of [address, address + bytes) in the memory of the rank at `owner`, or nullptr
-  // when that range is not inside one shared region.
+  // when that range is not inside one shared region. Lock-free and allocation-free: the exchanges call it per
+  // tensor and peer while another thread may be allocating.
   std::byte* translate(int owner, uint64_t address, uint64_t bytes) const;
-  bool has_shared_regions() const;
   // This process's address of the first shared region that the rank at `owner` allocated, or nullptr.
   std::byte* first_region_of(int owner) const;
 
  private:
+  // Regions form a list that only grows (newest first) and is freed with the table: readers walk it without a
+  // lock; release() unmaps a region and marks it dead.
   struct Region {
     int owner = -1;     // position of the rank that allocated it
     uint64_t base = 0;  // its address in the owner's process
@@ -53,11 +57,14 @@ class SharedMemory {
     int fd = -1;                  // the memfd, for regions this rank owns
     uint64_t id = 0;              // allocation number, the same on every rank
     bool shared = false;          // false: this rank's private memory (the group could not share it)
+    std::atomic<bool> live{true};
+    Region* next = nullptr;
   };
-  void unmap(Region& r);
+  static void unmap(Region& r);
+  void publish(std::unique_ptr<Region> region);
 
-  mutable std::mutex mutex_;
-  std::vector<Region> regions_;
+  std::mutex writers_;  // allocate and release, one at a time
+  std::atomic<Region*> head_{nullptr};
   uint64_t next_id_ = 0;
 };
 

@@ -25,14 +25,4 @@ topology::RankLocality local_gpu_locality(int device) {
   }
 }
 
-std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine,
-                                                       const detail::Deadline& deadline) {
-  int size = 0;
-  BASP_NCCL_CHECK(ncclCommCount(comm, &size));
-  std::vector<topology::RankLocality> all(static_cast<size_t>(size));
-  allgather_to_host(comm, device, &mine, sizeof(topology::RankLocality), all.data(),
-                    "the gather of the ranks' GPU locations (basp_comm_create_nccl)", parent_where(size), deadline);
-  return all;
-}
-
 }  // namespace basp::transport::nccl

@@ -2,11 +2,6 @@
 // device in its node's topology, so that groups land on the GPUs with the strongest NVLinks between them.
 #pragma once
 
-#include <nccl.h>
-
-#include <vector>
-
-#include "common/deadline.h"
 #include "topology/rank_locality.h"
 
 namespace basp::transport::nccl {
@@ -14,10 +9,5 @@ namespace basp::transport::nccl {
 // This rank's record for CUDA device `device`: its GPU in the node's topology (found by PCI bus id), or only its
 // node when the topology does not list that GPU (no NVML, no driver information).
 topology::RankLocality local_gpu_locality(int device);
-
-// Collective over `comm` (on `device`): every rank's record, by rank, through one ncclAllGather of bytes
-// (allgather_to_host). Runs at comm creation only; BASP_ERROR_TIMEOUT when a rank does not join by `deadline`.
-std::vector<topology::RankLocality> allgather_locality(ncclComm_t comm, int device, const topology::RankLocality& mine,
-                                                       const detail::Deadline& deadline);
 
 }  // namespace basp::transport::nccl

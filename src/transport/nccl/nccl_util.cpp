@@ -150,10 +150,6 @@ void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclCom
 #endif
 }
 
-std::string parent_where(int size) {
-  return "the parent NCCL communicator (" + std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
-}
-
 int require_device(const char* what) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);

@@ -67,9 +67,6 @@ void allgather_to_host(ncclComm_t comm, int device, const void* send, size_t byt
 // ncclSend/ncclRecv. Enqueues only (the executor's exchange and alltoall_op).
 void alltoall_bytes(const void* send, void* recv, size_t bytes_per_peer, ncclComm_t comm, cudaStream_t stream);
 
-// "the parent NCCL communicator (4 ranks)": where a comm-creation step runs, for messages.
-std::string parent_where(int size);
-
 // The CUDA device current on this thread, or a BASP_ERROR_CUDA naming the reason there is none ("no CUDA-capable
 // device is detected", "CUDA driver version is insufficient", ...). `what` names the feature that needed it.
 int require_device(const char* what);

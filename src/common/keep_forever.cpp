@@ -1,10 +1,10 @@
-#include "transport/mpi/keep_forever.h"
+#include "common/keep_forever.h"
 
 #include <mutex>
 #include <utility>
 #include <vector>
 
-namespace basp::transport::mpi {
+namespace basp::detail {
 
 void keep_forever(std::shared_ptr<void> memory) {
   static auto* mutex = new std::mutex();                         // never destroyed: usable at exit
@@ -13,4 +13,4 @@ void keep_forever(std::shared_ptr<void> memory) {
   kept->push_back(std::move(memory));
 }
 
-}  // namespace basp::transport::mpi
+}  // namespace basp::detail

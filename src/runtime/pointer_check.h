@@ -1,11 +1,13 @@
-// Where a buffer lives, as the transports need to know it: the MPI backend reads host memory, the NCCL backend
-// device memory. Asked with cudaPointerGetAttributes when the library is built with CUDA; a build without CUDA,
-// a machine without a driver or without a device sees host memory everywhere.
+// The per-call check that an execute's buffers are memory its backend can reach: the MPI backend reads host
+// memory, the NCCL backend device memory. Asked with cudaPointerGetAttributes when the library is built with CUDA;
+// a build without CUDA, a machine without a driver or without a device sees host memory everywhere. The query
+// costs a driver call per pointer, so a plan asks only for pointers it has not seen pass (runtime/plan.h), and
+// BASP_CHECK_POINTERS=0 turns the check off.
 #pragma once
 
 #include "basp/basp.h"
 
-namespace basp::transport {
+namespace basp::runtime {
 
 enum class MemoryKind {
   kHost,     // ordinary or pinned host memory
@@ -23,4 +25,7 @@ MemoryKind memory_kind(const void* ptr);
 // MPI, device or managed memory for NCCL. Throws BASP_ERROR_INVALID_ARGUMENT naming the argument otherwise.
 void check_memory_kind(basp_backend_t backend, const char* op, const char* name, int index, const void* ptr);
 
-}  // namespace basp::transport
+// BASP_CHECK_POINTERS: unset or "1" checks, "0" does not; anything else is an argument error naming the variable.
+bool pointer_checks_enabled();
+
+}  // namespace basp::runtime

@@ -1,4 +1,7 @@
-#include "transport/memory_kind.h"
+#include "runtime/pointer_check.h"
+
+#include <cstdlib>
+#include <string>
 
 #include "common/error.h"
 
@@ -6,7 +9,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace basp::transport {
+namespace basp::runtime {
 
 const char* memory_kind_name(MemoryKind kind) {
   switch (kind) {
@@ -58,4 +61,12 @@ void check_memory_kind(basp_backend_t backend, const char* op, const char* name,
   }
 }
 
-}  // namespace basp::transport
+bool pointer_checks_enabled() {
+  const char* env = std::getenv("BASP_CHECK_POINTERS");
+  const std::string value = env ? env : "";
+  BASP_CHECK_ARG(value.empty() || value == "0" || value == "1", "BASP_CHECK_POINTERS (", value,
+                 ") must be 0 (no pointer checks) or 1 (the default)");
+  return value != "0";
+}
+
+}  // namespace basp::runtime

@@ -1,7 +1,7 @@
-// Whether a comm can still be used (docs/reliability.md). A timeout or an MPI failure in the middle of a
+// Whether a comm can still be used (docs/reliability.md). A timeout or a backend failure in the middle of a
 // collective step leaves the ranks of a group out of step: some may have finished the step, others not, and
-// MPI cannot take back what was posted. So the comm is marked broken, and every later call on it or on its plans
-// fails at once with BASP_ERROR_COMM_BROKEN, naming the first failure, instead of waiting for peers that will
+// neither MPI nor NCCL can take back what was posted. So the comm is marked broken, and every later call on it or on
+// its plans fails at once with BASP_ERROR_COMM_BROKEN, naming the first failure, instead of waiting for peers that will
 // never match it. Destroying still works. Thread-safe: any thread may mark or check.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/status_name.h"
 
-namespace basp::transport {
+namespace basp::runtime {
 
 class Health {
  public:
@@ -51,10 +51,11 @@ class Health {
   std::string message_;
 };
 
-// Failures that leave a group out of step. Argument errors and mismatches are found by every rank alike, before
-// anything is posted, and leave the comm usable.
+// Failures that leave a group out of step: a timeout, a failed MPI, NCCL or CUDA call in a collective step. Argument
+// errors and mismatches are found by every rank alike, before anything is posted, and leave the comm usable.
 constexpr bool breaks_comm(basp_status_t status) {
-  return status == BASP_ERROR_TIMEOUT || status == BASP_ERROR_MPI || status == BASP_ERROR_COMM_BROKEN;
+  return status == BASP_ERROR_TIMEOUT || status == BASP_ERROR_MPI || status == BASP_ERROR_NCCL ||
+         status == BASP_ERROR_CUDA || status == BASP_ERROR_COMM_BROKEN;
 }
 
-}  // namespace basp::transport
+}  // namespace basp::runtime

@@ -1,0 +1,133 @@
+#include "runtime/create.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "common/status_name.h"
+#include "runtime/timeout.h"
+#include "transport/oob/oob_bootstrap.h"
+#if BASP_HAVE_NCCL
+#include "transport/nccl/nccl_backend.h"
+#endif
+
+namespace basp::runtime {
+namespace {
+
+// What every rank contributes to step 3: whether it can take part, and where it is.
+struct Readiness {
+  int32_t status = BASP_SUCCESS;  // the rank's failure, or BASP_SUCCESS
+  char reason[220] = {};          // its message, truncated
+  topology::RankLocality locality;
+};
+static_assert(std::is_trivially_copyable_v<Readiness>, "Readiness travels as bytes");
+
+std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent, transport::Connector& connector,
+                                                    const char* call, const detail::Deadline& deadline) {
+  Readiness mine;
+  std::exception_ptr own;
+  try {
+    mine.locality = connector.locality();
+  } catch (const detail::Error& e) {
+    own = std::current_exception();
+    mine.status = e.status();
+    std::strncpy(mine.reason, e.what(), sizeof(mine.reason) - 1);
+  }
+  std::vector<Readiness> all(static_cast<size_t>(parent.size()));
+  parent.allgather(&mine, sizeof(Readiness), all.data(),
+                   std::string("the gather of the ranks' locations (") + call + ")", deadline);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].status == BASP_SUCCESS) continue;
+    if (own) {
+      try {
+        std::rethrow_exception(own);
+      } catch (const detail::Error& e) {
+        detail::fail(e.status(), e.what(), " (every rank of ", parent.where(), " fails with it)");
+      }
+    }
+    all[r].reason[sizeof(all[r].reason) - 1] = '\0';
+    detail::fail(static_cast<basp_status_t>(all[r].status), "rank ", parent.labels()[r], " of ", parent.where(),
+                 " cannot take part (", detail::status_name(all[r].status), ": ", all[r].reason, ")");
+  }
+  std::vector<topology::RankLocality> out;
+  out.reserve(all.size());
+  for (const Readiness& r : all) out.push_back(r.locality);
+  return out;
+}
+
+}  // namespace
+
+// Step 1, which needs no other rank. `world_size` -1: unknown (no parent), G is then not checked against N.
+std::exception_ptr local_checks(const CreateCall& call, int32_t world_size, const EntryCheck& check,
+                                CommOptions& options) {
+  if (call.local_error) return call.local_error;
+  try {
+    options = comm_options(*call.config);
+    if (world_size > 0) plan::resolve_num_groups(world_size, options.micro_batch, options.num_groups);
+    check(options);
+  } catch (const detail::Error&) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall& call, const EntryCheck& check,
+                                  const ConnectorFor& connector_for) {
+  // 1. Local checks; a rank that fails them still takes part in step 2.
+  CommOptions options;
+  const std::exception_ptr error = local_checks(call, parent.size(), check, options);
+  if (error) options.timeout_ms = fallback_timeout_ms(call.config);
+  const detail::Deadline deadline(options.timeout_ms);
+  // 2. Agree.
+  agree(parent, describe_comm_create(call.kind, call.config, status_of(error)), error, deadline);
+  // 3. Locality, 4. groups, 5. connect.
+  const std::unique_ptr<transport::Connector> connector = connector_for(options);
+  const std::vector<topology::RankLocality> locality =
+      gather_locality(parent, *connector, call_name(call.kind), deadline);
+  plan::GroupLayout layout = plan_groups(parent.size(), options, locality);
+  auto transport = connector->connect(group_spec(layout, parent.rank(), options.timeout_ms), deadline);
+  return std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
+}
+
+void fail_without_parent(const CreateCall& call, const EntryCheck& check, const std::exception_ptr& parent_error) {
+  CommOptions options;
+  const std::exception_ptr own = local_checks(call, -1, check, options);
+  // An argument error first; what this build cannot do (UNSUPPORTED) is no argument error, and the parent's own
+  // failure comes before it.
+  const bool argument = own && status_of(own) != BASP_ERROR_UNSUPPORTED;
+  std::rethrow_exception(argument ? own : parent_error);
+}
+
+void require_nccl_build(const char* entry) {
+  BASP_CHECK(BASP_HAVE_NCCL, BASP_ERROR_UNSUPPORTED, "config->backend is BASP_BACKEND_NCCL but this libbasp was "
+             "built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT), so ", entry, " cannot make NCCL comms");
+}
+
+std::unique_ptr<transport::Connector> nccl_init_connector(transport::Bootstrap& parent) {
+#if BASP_HAVE_NCCL
+  return transport::nccl::make_init_connector(parent);
+#else
+  (void)parent;
+  detail::fail(BASP_ERROR_INTERNAL, "nccl_init_connector in a build without NCCL");
+#endif
+}
+
+std::shared_ptr<Comm> comm_from_oob(const basp_oob_v1& oob, const CreateCall& call) {
+  const EntryCheck check = [](const CommOptions& options) {
+    BASP_CHECK_ARG(options.backend == BASP_BACKEND_NCCL, "config->backend (", static_cast<int>(options.backend),
+                   ") is not BASP_BACKEND_NCCL: basp_comm_create_oob builds NCCL comms");
+    require_nccl_build("basp_comm_create_oob");
+  };
+  std::unique_ptr<transport::oob::OobBootstrap> parent;
+  try {
+    parent = std::make_unique<transport::oob::OobBootstrap>(oob);
+  } catch (const detail::Error&) {
+    fail_without_parent(call, check, std::current_exception());
+  }
+  return create_comm(*parent, call, check, [&](const CommOptions&) { return nccl_init_connector(*parent); });
+}
+
+}  // namespace basp::runtime

@@ -1,0 +1,27 @@
+// A comm's options: the caller's basp_comm_config_v1 after validation, the one place that checks it.
+#pragma once
+
+#include <cstdint>
+
+#include "basp/basp.h"
+
+namespace basp::runtime {
+
+struct CommOptions {
+  int64_t micro_batch = 0;
+  int32_t num_groups = -1;
+  basp_backend_t backend = BASP_BACKEND_MPI;
+  basp_placement_t placement = BASP_PLACEMENT_DEFAULT;
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;  // resolved (runtime/timeout.h); 0: no timeout
+};
+
+// Checks every field of `config`; the error names the field and its value. Needs no other rank: whether G divides
+// N is checked when the groups are formed.
+CommOptions comm_options(const basp_comm_config_v1& config);
+
+// The timeout a rank uses while it takes part in a creation whose config it could not use (`config` NULL when
+// unreadable): its own when that field is valid, else the environment's or the default, so that it still fails
+// in step with the others.
+int64_t fallback_timeout_ms(const basp_comm_config_v1* config);
+
+}  // namespace basp::runtime

@@ -1,0 +1,126 @@
+#include "runtime/plan.h"
+
+#include <optional>
+#include <utility>
+
+#include "common/error.h"
+#include "runtime/pointer_check.h"
+
+namespace basp::runtime {
+
+Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std::exception_ptr& local_error)
+    : comm_(std::move(comm)) {
+  comm_->check_usable();
+  const auto& groups = comm_->layout();
+  // Local checks first, but every rank joins the consistency check whatever they found.
+  std::exception_ptr error = local_error;
+  std::optional<plan::ExchangeSpec> spec;
+  if (!error) {
+    try {
+      spec = plan::validate_spec(*desc, groups.group_size);
+      check_pointers_ = pointer_checks_enabled();
+    } catch (const detail::Error&) {
+      error = std::current_exception();
+    }
+  }
+  comm_->agree(describe_plan_create(desc, status_of(error), groups, comm_->options().placement), error);
+  exchange_ = plan::make_exchange_plan(*spec, groups.group_size, comm_->position(), groups.sequences_per_group());
+  transport::PlanContext context;
+  context.plan_id = comm_->next_plan_id();
+  context.call = "basp_plan_create";
+  executor_ = comm_->collective([&] { return comm_->transport().make_executor(exchange_, context); });
+}
+
+void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) {
+  BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
+  BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
+  const int32_t n = exchange_.num_tensors();
+  for (int32_t t = 0; t < n; ++t) {
+    BASP_CHECK(inputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL");
+    BASP_CHECK(outputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL");
+  }
+  if (comm_->backend() == BASP_BACKEND_MPI) {
+    BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
+  }
+  // Every buffer holds tensor_bytes; an output may overlap no input and no other output.
+  auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {
+    auto pa = reinterpret_cast<uintptr_t>(a);
+    auto pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + static_cast<uintptr_t>(nb) && pb < pa + static_cast<uintptr_t>(na);
+  };
+  for (int32_t t = 0; t < n; ++t) {
+    const int64_t nt = exchange_.tensors[t].tensor_bytes();
+    for (int32_t u = 0; u < n; ++u) {
+      const int64_t nu = exchange_.tensors[u].tensor_bytes();
+      BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
+                     ") overlaps inputs[", u, "] (", inputs[u], ")");
+      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
+                     ") overlaps outputs[", u, "] (", outputs[u], ")");
+    }
+  }
+  if (check_pointers_) check_memory_kinds(op, inputs, outputs);
+}
+
+// Memory the backend cannot reach: device memory on MPI (when the build knows CUDA), host memory on NCCL. Asked
+// once per new set of pointers: training loops pass the same buffers step after step, and the query is a driver
+// call per pointer. An address keeps its kind while it is allocated, and a freed range is reused only by an
+// allocation of the same kind (host and device ranges are disjoint in CUDA's unified address space).
+void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs) {
+  const int32_t n = exchange_.num_tensors();
+  bool same = checked_valid_;
+  for (int32_t t = 0; t < n && same; ++t) {
+    same = checked_[static_cast<size_t>(t)] == inputs[t] && checked_[static_cast<size_t>(n + t)] == outputs[t];
+  }
+  if (same) return;
+  checked_valid_ = false;
+  const basp_backend_t backend = comm_->backend();
+  for (int32_t t = 0; t < n; ++t) {
+    check_memory_kind(backend, op, "inputs", t, inputs[t]);
+    check_memory_kind(backend, op, "outputs", t, outputs[t]);
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    checked_[static_cast<size_t>(t)] = inputs[t];
+    checked_[static_cast<size_t>(n + t)] = outputs[t];
+  }
+  checked_valid_ = true;
+}
+
+void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
+  check_usable();
+  check_buffers("scatter", inputs, outputs, stream);
+  comm_->collective([&] { executor_->scatter(inputs, outputs, stream); });
+}
+
+void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
+  check_usable();
+  check_buffers("gather", inputs, outputs, stream);
+  comm_->collective([&] { executor_->gather(inputs, outputs, stream); });
+}
+
+basp_plan_info_v1 Plan::info() const {
+  const auto& x = exchange_;
+  basp_plan_info_v1 out = BASP_PLAN_INFO_INITIALIZER;
+  out.num_tensors = x.num_tensors();
+  out.group_size = x.group_size;
+  out.local_sequences = x.local_sequences;
+  out.local_tokens = x.spec.seq_len / x.group_size;
+  out.workspace_bytes = executor_->workspace_bytes();
+  out.bytes_sent_per_exchange = x.bytes_sent;
+  out.last_path = executor_->last_path();
+  out.layout = x.spec.layout;
+  out.ndim = 4;
+  for (int32_t t = 0; t < x.num_tensors(); ++t) {
+    const layout::Geometry& g = x.tensors[static_cast<size_t>(t)];
+    const int64_t elems = g.tensor_bytes() / x.spec.elem_size;
+    out.seq_sharded_elems[t] = elems;
+    out.head_sharded_elems[t] = elems;
+    g.seq_sharded_shape(out.seq_sharded_shape[t]);
+    g.head_sharded_shape(out.head_sharded_shape[t]);
+    out.head_begin[t] = x.head_begin(t);
+    out.head_end[t] = x.head_end(t);
+  }
+  out.plan_path = executor_->plan_path();
+  return out;
+}
+
+}  // namespace basp::runtime

@@ -1,0 +1,48 @@
+// The object behind a basp_plan_t: one exchange of one comm, with its executor. Every per-call check of an
+// execute lives here, once: the comm's health, the buffers (NULL, overlap, memory kind) and the stream.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "basp/basp.h"
+#include "plan/exchange.h"
+#include "runtime/comm.h"
+#include "transport/transport.h"
+
+namespace basp::runtime {
+
+class Plan {
+ public:
+  // Collective over the rank's group. `desc` is NULL and `local_error` set when the caller's descriptor could not
+  // be read; the rank still joins the group's consistency check (runtime/consistency.h), then throws.
+  Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std::exception_ptr& local_error);
+
+  const plan::ExchangePlan& exchange() const { return exchange_; }
+  const Comm& comm() const { return *comm_; }
+  const transport::PlanExecutor& executor() const { return *executor_; }
+  // Throws BASP_ERROR_COMM_BROKEN when the plan's comm is broken.
+  void check_usable() const { comm_->check_usable(); }
+
+  void scatter(const void* const* inputs, void* const* outputs, void* stream);
+  void gather(const void* const* inputs, void* const* outputs, void* stream);
+  // basp_plan_query's answer.
+  basp_plan_info_v1 info() const;
+
+ private:
+  void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream);
+  void check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs);
+
+  std::shared_ptr<Comm> comm_;
+  plan::ExchangePlan exchange_;
+  std::unique_ptr<transport::PlanExecutor> executor_;
+  bool check_pointers_ = true;
+  // The last set of pointers whose memory kind passed (inputs, then outputs); executes of one plan never run
+  // concurrently, so no lock guards it.
+  std::array<const void*, 2 * BASP_MAX_TENSORS> checked_{};
+  bool checked_valid_ = false;
+};
+
+}  // namespace basp::runtime

@@ -1,0 +1,153 @@
+// The control messages of the MPI backend's exchanges (docs/design.md, docs/reliability.md): small messages that
+// every rank of a group sends to every other around the data movement of a scatter or gather.
+//
+// All plans of a group send them on one communicator (the group's control communicator), each plan on its own
+// tag, so that exchanges of different plans on different threads never take each other's messages. Every message
+// names its exchange (plan, call number of that plan, operation), so that:
+//   - an exchange that the group's ranks make as scatter on some and gather on others, or as different calls of one
+//     plan, is a BASP_ERROR_MISMATCH naming both sides on every rank, as soon as the first round is in;
+//   - an exchange that the ranks make on different plans is named the same way: a rank waiting for a peer's message
+//     on its plan's tag finds the peer's message on another plan's tag instead (a "witness", read after a short
+//     grace) and reports what the peer is doing. This is exact for a comm whose exchanges run one at a time on each
+//     rank. Once any rank of the group ran two exchanges of the comm at once (threads), a message on another tag may
+//     be another thread's, and a rank that never gets its peer's message times out instead (the flag travels with
+//     every message, so every rank learns it).
+// A mismatched exchange did not happen: every rank takes it back (its call number too) and the comm stays usable.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "basp/basp.h"
+#include "common/deadline.h"
+#include "transport/transport.h"
+
+namespace basp::transport::mpi {
+
+enum class Op : int32_t { kScatter = 1, kGather = 2 };
+const char* op_name(int32_t op);
+
+enum Round : int32_t {
+  kArrive = 1,  // every exchange's first round: the exchange itself, and the addresses the path needs
+  kDone = 2,    // the last round of the one-node paths: finished with the peers' memory
+  kReady = 3,   // staged path only, when some ranks' tensors were in shared memory and others' not (docs/design.md)
+};
+
+constexpr uint32_t kFlagConcurrent = 1;  // the sender's comm ran two exchanges at once on one rank
+constexpr uint32_t kFlagStaged = 2;      // staged path: the sender filled its staging region before round 1
+
+struct ControlMessage {
+  int64_t plan = -1;  // the plan's id in its comm
+  int64_t call = -1;  // the plan's exchange count
+  int32_t op = 0;
+  int32_t round = 0;
+  uint32_t flags = 0;
+  int32_t count = 0;                             // addresses used
+  uint64_t address[2 * BASP_MAX_TENSORS] = {};   // inputs then outputs (round 1)
+};
+
+// One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
+// another plan's tag that turned out to be another thread's.
+class ControlChannel {
+ public:
+  // Takes ownership of `comm` (a duplicate of the group communicator).
+  ControlChannel(MPI_Comm comm, GroupSpec group);
+  ~ControlChannel();
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+  const GroupSpec& group() const { return group_; }
+  // The tag of a plan; throws BASP_ERROR_UNSUPPORTED (on every rank alike) once the comm made more plans than the
+  // MPI library's tag space has tags.
+  int tag_of(int64_t plan_id) const;
+
+  // An exchange starts or ends on this rank.
+  void enter();
+  void leave();
+  bool concurrent() const { return concurrent_.load(std::memory_order_relaxed); }
+  void set_concurrent() { concurrent_.store(true, std::memory_order_relaxed); }
+
+  // Messages read on another plan's tag that belonged to another thread.
+  void stash(int source, int tag, const ControlMessage& message);
+  bool take_stashed(int source, int tag, ControlMessage* message);
+
+  // After a timeout a send may stay pending: the comm is broken and must not free the communicator's buffers.
+  void mark_abandoned() { abandoned_ = true; }
+
+ private:
+  struct Stashed {
+    int source;
+    int tag;
+    ControlMessage message;
+  };
+  MPI_Comm comm_;
+  GroupSpec group_;
+  int tag_ub_ = 32767;
+  std::atomic<int32_t> inflight_{0};
+  std::atomic<bool> concurrent_{false};
+  std::atomic<int32_t> stashed_count_{0};
+  std::mutex stash_mutex_;
+  std::vector<Stashed> stash_;
+  bool abandoned_ = false;
+};
+
+// One per plan: its message buffers (allocated once), its call counter and the rounds of its exchanges.
+class PlanControl {
+ public:
+  PlanControl(ControlChannel& channel, int64_t plan_id);
+  ~PlanControl();
+  PlanControl(const PlanControl&) = delete;
+  PlanControl& operator=(const PlanControl&) = delete;
+
+  // Around every exchange. rollback() before end(): the exchange did not happen (a mismatch).
+  void begin(Op op);
+  void rollback();
+  void end();
+
+  // Round 1: this rank's exchange and `count` addresses to every peer, every peer's in return (peer()). Throws
+  // BASP_ERROR_MISMATCH naming every rank's exchange when they differ, BASP_ERROR_TIMEOUT naming the ranks waited
+  // for. `step` names the round in a timeout.
+  void arrive(const uint64_t* addresses, int32_t count, uint32_t flags, const detail::Deadline& deadline,
+              const char* step);
+  // Rounds without payload (kDone, kReady).
+  void round(Round round, const detail::Deadline& deadline, const char* step);
+  const ControlMessage& peer(int32_t position) const { return recv_[static_cast<size_t>(position)]; }
+  // Rounds of the current (or last) exchange.
+  int32_t rounds() const { return rounds_; }
+
+ private:
+  enum class Got : uint8_t { kNothing, kOwn, kWitness };
+  void send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count);
+  void receive_all(Round round, const detail::Deadline& deadline, const char* step);
+  bool receive_from(int32_t j);
+  bool look_for_witness(int32_t j);
+  void finish_sends(const detail::Deadline& deadline, const char* step);
+  void check_arrivals();
+  void check_round(int32_t j, Round round) const;
+  [[noreturn]] void report_mismatch() const;
+  [[noreturn]] void report_timeout(const detail::Deadline& deadline, const char* step);
+
+  ControlChannel& channel_;
+  const int64_t plan_id_;
+  const int tag_;
+  const int32_t k_;
+  const int32_t me_;
+  int64_t call_ = -1;
+  Op op_ = Op::kScatter;
+  int32_t rounds_ = 0;
+  Round round_ = kArrive;
+  std::shared_ptr<ControlMessage> send_;  // shared: kept forever when a send could not be taken back
+  std::vector<ControlMessage> recv_;
+  std::vector<Got> got_;
+  std::vector<MPI_Request> sends_;
+  bool sends_pinned_ = false;  // a send MPI could not take back may still read send_: keep it forever
+};
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,90 @@
+// The MPI backend's exchange paths (docs/design.md): small classes behind one interface, one of which every plan
+// takes, fixed collectively at plan creation (mpi_executor.cpp). Each documents the control rounds
+// (control.h) one exchange costs; tests read them from PlanExecutor::last_control_rounds().
+//
+//   local   K = 1: a local copy.                                                            0 rounds
+//   p2p     anywhere: point-to-point messages, packed on one side.                          1 round
+//   cma     one node: cross-memory attach, each rank reads its rows out of its peers.        2 rounds
+//   staged  one node: two plain copies through staging regions in shared memory.           2 rounds
+//   shared  one node, per exchange instead of cma or staged: plain copies straight between the tensors, when
+//           every rank's head-sharded tensors lie in basp_mem_alloc memory.                 2 rounds
+// A staged exchange whose head-sharded tensors lie in basp_mem_alloc memory on some ranks but not all costs a
+// third round (kReady): those ranks fill their staging regions only once round 1 showed the others do not share.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "basp/basp.h"
+#include "common/deadline.h"
+#include "plan/exchange.h"
+#include "transport/mpi/control.h"
+#include "transport/mpi/shared_memory.h"
+
+namespace basp::transport::mpi {
+
+// One scatter or gather as the executor hands it to the path.
+struct Exchange {
+  Op op;
+  const void* const* inputs;
+  void* const* outputs;
+  const detail::Deadline& deadline;
+
+  bool scatter() const { return op == Op::kScatter; }
+  // The head-sharded side of tensor t: the scatter's output, the gather's input.
+  const void* head(int32_t t) const { return scatter() ? outputs[t] : inputs[t]; }
+};
+
+// What the paths of one plan share.
+struct PathContext {
+  const plan::ExchangePlan* plan = nullptr;
+  PlanControl* control = nullptr;
+  const GroupSpec* group = nullptr;
+  std::shared_ptr<SharedMemory> memory;  // the comm's basp_mem_alloc memory
+};
+
+class ExchangePath {
+ public:
+  virtual ~ExchangePath() = default;
+  virtual basp_path_t id() const = 0;
+  // Memory the path owns (host workspace or staging region).
+  virtual int64_t workspace_bytes() const { return 0; }
+  // One exchange, its control rounds included; returns the path that moved the bytes (BASP_PATH_SHARED may stand
+  // in for cma or staged).
+  virtual basp_path_t run(const Exchange& x) = 0;
+};
+
+// The shared-memory path, used per exchange by the cma and staged paths: round 1 carried every rank's tensor
+// addresses (inputs, then outputs), so every rank reaches the same verdict without another round.
+class SharedPath {
+ public:
+  explicit SharedPath(const PathContext& context);
+  // Whether every rank's head-sharded tensors lie in basp_mem_alloc memory (from the addresses of round 1).
+  bool usable(const Exchange& x);
+  // The copies, one row-major pass over the whole group; usable() must have said yes.
+  void copy(const Exchange& x);
+  // Whether this rank's own head-sharded tensors lie in basp_mem_alloc memory (before round 1).
+  bool mine_usable(const Exchange& x) const;
+
+ private:
+  PathContext c_;
+  std::vector<std::byte*> heads_;  // per position: its head-sharded tensor, mapped here
+};
+
+// The addresses every path publishes in round 1: inputs, then outputs; 2 * num_tensors of them.
+int32_t tensor_addresses(const Exchange& x, int32_t num_tensors, uint64_t* out);
+
+std::unique_ptr<ExchangePath> make_local_path(const PathContext& context);
+// `group`: the group communicator; the path duplicates it for its data messages.
+std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, MPI_Comm group);
+// `pids`: the process of each position.
+std::unique_ptr<ExchangePath> make_cma_path(const PathContext& context, std::vector<pid_t> pids);
+// Collective over `group`: the staging regions; nullptr (on every rank alike) when the ranks cannot map each
+// other's memory.
+std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const CollectiveScope& group,
+                                               const detail::Deadline& deadline);
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,173 @@
+#include "transport/mpi/mpi_executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "transport/mpi/cma.h"
+#include "transport/mpi/exchange_path.h"
+#include "transport/mpi/mpi_util.h"
+
+namespace basp::transport::mpi {
+namespace {
+
+// Cross-memory attach pays per row: below 1 KiB rows pack + send moves bytes faster (benchmarks.md §3.1).
+constexpr int64_t kCmaMinRowBytes = 1024;
+// BASP_MPI_TRANSPORT values, ordered for the group's agreement (the minimum and maximum over the group).
+constexpr int64_t kWantP2P = 0;
+constexpr int64_t kWantAuto = 1;
+constexpr int64_t kWantCma = 2;
+constexpr int64_t kWantStaged = 3;
+
+int64_t wanted_path(const std::string& mode, bool* known) {
+  *known = true;
+  if (mode == "auto") return kWantAuto;
+  if (mode == "p2p") return kWantP2P;
+  if (mode == "cma" || mode == "direct") return kWantCma;
+  if (mode == "staged") return kWantStaged;
+  *known = false;
+  return kWantP2P;  // a bad value on one rank still takes part, so its peers do not wait for it
+}
+
+class MpiExecutor final : public PlanExecutor {
+ public:
+  MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
+              std::shared_ptr<SharedMemory> memory)
+      : plan_(plan), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
+    context_.plan = &plan_;
+    context_.control = &control_;
+    context_.group = &channel.group();
+    context_.memory = std::move(memory);
+  }
+
+  const PathContext& path_context() const { return context_; }
+  void set_path(std::unique_ptr<ExchangePath> path) { path_ = std::move(path); }
+
+  void scatter(const void* const* inputs, void* const* outputs, void*) override { run(Op::kScatter, inputs, outputs); }
+  void gather(const void* const* inputs, void* const* outputs, void*) override { run(Op::kGather, inputs, outputs); }
+  int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
+  basp_path_t plan_path() const override { return path_->id(); }
+  basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
+  int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
+
+ private:
+  void run(Op op, const void* const* inputs, void* const* outputs) {
+    const detail::Deadline deadline(timeout_ms_);
+    const Exchange x{op, inputs, outputs, deadline};
+    control_.begin(op);
+    try {
+      last_path_.store(path_->run(x), std::memory_order_relaxed);
+    } catch (const detail::Error& e) {
+      // A mismatched exchange did not happen, on any rank: its call number is taken back everywhere.
+      if (e.status() == BASP_ERROR_MISMATCH) control_.rollback();
+      last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+      control_.end();
+      throw;
+    } catch (...) {
+      control_.end();
+      throw;
+    }
+    last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+    control_.end();
+  }
+
+  plan::ExchangePlan plan_;
+  PlanControl control_;
+  PathContext context_;
+  int64_t timeout_ms_;
+  std::unique_ptr<ExchangePath> path_;
+  std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
+  std::atomic<int32_t> last_rounds_{0};
+};
+
+// Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
+// process of each position in `pids`.
+bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
+               const detail::Deadline& deadline, std::vector<pid_t>& pids) {
+  int64_t min_row = INT64_MAX;
+  for (const auto& g : plan.tensors) min_row = std::min(min_row, g.row_bytes());
+  if (!forced && min_row < kCmaMinRowBytes) return false;
+  // Can every rank read every other rank's memory? Probe a known value through each peer.
+  const int k = plan.group_size;
+  const int me = plan.position;
+  static thread_local uint64_t probe_value = 0;
+  probe_value = 0xBA5Bull << 32 | static_cast<uint64_t>(me);
+  struct Endpoint {
+    int64_t pid;
+    uint64_t address;
+  } mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
+  std::vector<Endpoint> all(static_cast<size_t>(k));
+  allgather_bytes(group, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at basp_plan_create",
+                  deadline);
+  int64_t ok = one_node ? 1 : 0;
+  for (int j = 0; j < k && ok; ++j) {
+    if (j != me) {
+      ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
+    }
+  }
+  allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
+  BASP_CHECK(ok || !forced, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=cma was requested but ",
+             !one_node ? "the group spans several nodes"
+                       : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
+  for (const Endpoint& e : all) pids.push_back(static_cast<pid_t>(e.pid));
+  return ok == 1;
+}
+
+std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const PathContext& context,
+                                          const CollectiveScope& group) {
+  if (plan.group_size == 1) return make_local_path(context);
+  const detail::Deadline deadline(context.group->timeout_ms);
+  const char* env = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string mode = env ? env : "auto";
+  bool known = false;
+  const int64_t want = wanted_path(mode, &known);
+  // Every rank must take the same path, whatever its environment says.
+  int64_t wants[3] = {want, -want, known ? 0 : -1};
+  allreduce_min(group, wants, 3, "the choice of the MPI path at basp_plan_create", deadline);
+  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
+  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
+                 context.group->where);
+  const int64_t min_want = wants[0];
+  const int64_t max_want = -wants[1];
+  if (min_want == kWantP2P) return make_p2p_path(context, group.comm);  // p2p anywhere wins: every rank can do it
+  BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto, "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ",
+                 context.group->where, " and staged on others: set the same value on every rank");
+  const int64_t forced = max_want;  // kWantAuto when nobody forced a path
+  // Same node? (Blocking, but every rank is inside this call since the bounded round above.)
+  MPI_Comm node = MPI_COMM_NULL;
+  BASP_MPI_CHECK(MPI_Comm_split_type(group.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  OwnedComm node_owned(node);
+  int node_size = 0;
+  BASP_MPI_CHECK(MPI_Comm_size(node, &node_size));
+  const bool one_node = node_size == plan.group_size;  // the same answer on every rank of the group
+  if (forced != kWantCma) {
+    if (one_node) {
+      if (auto staged = make_staged_path(context, group, deadline)) return staged;
+    }
+    BASP_CHECK(forced != kWantStaged, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=staged was requested but ",
+               one_node ? "the group's ranks cannot map each other's memory (memfd through /proc)"
+                        : "the group spans several nodes");
+  }
+  std::vector<pid_t> pids;
+  if (probe_cma(plan, group, one_node, forced == kWantCma, deadline, pids)) return make_cma_path(context, pids);
+  return make_p2p_path(context, group.comm);
+}
+
+}  // namespace
+
+std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context,
+                                            const CollectiveScope& group, ControlChannel& channel,
+                                            std::shared_ptr<SharedMemory> memory) {
+  auto executor = std::make_unique<MpiExecutor>(plan, context, channel, std::move(memory));
+  executor->set_path(choose_path(plan, executor->path_context(), group));
+  return executor;
+}
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,149 @@
+// The staged path (the default on one node): the plan owns one staging region per rank in shared memory (a memfd
+// mapped by every rank of the group), holding every peer's packed chunk of every tensor.
+//   1. each rank writes what its peers need into its own region: scatter packs its input row-major into one chunk
+//      per peer (own slice straight into the output); gather copies each peer's blocks of its input into that
+//      peer's chunk;
+//   2. round 1 (kArrive): the exchange, every rank's tensor addresses, and that its region is filled;
+//   3. each rank copies its chunk out of every peer's region: scatter into its output's blocks (large memcpy
+//      calls), gather row-major into its output (own slice straight from its input);
+//   4. round 2 (kDone): nobody rewrites its region while a peer may still read it.
+// Two user-space copies per byte, any row size, no system call per row. When round 1 shows that every rank's
+// head-sharded tensors lie in basp_mem_alloc memory, the shared path (one copy) runs instead of steps 3, and a
+// rank whose own tensors lie there skips step 1, expecting it; if its peers' do not, it fills its region after
+// round 1 and a third round (kReady) follows. A rank writes only its own region before round 1, so a rank that
+// gives up there (a peer never came) has written nothing a late peer could not overwrite itself; inputs are only
+// ever read.
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "layout/host_copy.h"
+#include "transport/mpi/exchange_path.h"
+
+namespace basp::transport::mpi {
+namespace {
+
+constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared path
+
+class StagedPath final : public ExchangePath {
+ public:
+  explicit StagedPath(const PathContext& context)
+      : c_(context), shared_(context), wire_(static_cast<size_t>(context.plan->group_size), nullptr) {}
+
+  // Collective: the regions; false (on every rank alike) when some rank cannot map another's.
+  bool set_up(const CollectiveScope& group, const detail::Deadline& deadline) {
+    const plan::ExchangePlan& p = *c_.plan;
+    int64_t bytes = 0;
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      offset_.push_back(bytes);
+      bytes += (p.tensors[t].tensor_bytes() + 63) / 64 * 64;
+    }
+    bool shared = false;
+    void* mine =
+        staging_.allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared, deadline);
+    if (!shared) {
+      staging_.release(group, p.position, mine, deadline);
+      return false;
+    }
+    base_.assign(static_cast<size_t>(p.group_size), nullptr);
+    for (int32_t j = 0; j < p.group_size; ++j) {
+      base_[static_cast<size_t>(j)] = j == p.position ? static_cast<std::byte*>(mine) : staging_.first_region_of(j);
+    }
+    // Fault every mapping in now, not in the first execute (zero pages of a fresh memfd are shared).
+    std::memset(mine, 0, static_cast<size_t>(bytes));
+    bytes_ = bytes;
+    return true;
+  }
+
+  basp_path_t id() const override { return BASP_PATH_STAGED; }
+  int64_t workspace_bytes() const override { return bytes_; }
+
+  basp_path_t run(const Exchange& x) override {
+    const plan::ExchangePlan& p = *c_.plan;
+    const int32_t n = p.num_tensors();
+    const bool staged = !shared_.mine_usable(x);
+    if (staged) fill_region(x);
+    uint64_t addresses[2 * BASP_MAX_TENSORS];
+    c_.control->arrive(addresses, tensor_addresses(x, n, addresses), staged ? kFlagStaged : 0u, x.deadline,
+                       x.scatter() ? "the arrival of the group's ranks at basp_scatter (staged path)"
+                                   : "the arrival of the group's ranks at basp_gather (staged path)");
+    const bool shared = shared_.usable(x);
+    if (shared) {
+      shared_.copy(x);
+    } else {
+      bool all_staged = true;
+      for (int32_t j = 0; j < p.group_size; ++j) all_staged = all_staged && (c_.control->peer(j).flags & kFlagStaged);
+      if (!all_staged) {
+        if (!staged) fill_region(x);
+        c_.control->round(kReady, x.deadline, "the staged path's second arrival (tensors in basp_mem_alloc memory "
+                                              "on some ranks of the group only)");
+      }
+      copy_out(x);
+    }
+    c_.control->round(kDone, x.deadline,
+                      "the staged path's completion (a peer still pending may yet read this rank's staging area)");
+    return shared ? BASP_PATH_SHARED : BASP_PATH_STAGED;
+  }
+
+ private:
+  void fill_region(const Exchange& x) {
+    const plan::ExchangePlan& p = *c_.plan;
+    std::byte* mine = base_[static_cast<size_t>(p.position)];
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const layout::Geometry& g = p.tensors[t];
+      std::byte* region = mine + offset_[static_cast<size_t>(t)];
+      const auto* in = static_cast<const std::byte*>(x.inputs[t]);
+      if (x.scatter()) {
+        for (int32_t j = 0; j < p.group_size; ++j) wire_[static_cast<size_t>(j)] = region + j * g.chunk_bytes();
+        layout::pack_seq_rows_group(g, in, wire_.data(), static_cast<std::byte*>(x.outputs[t]), p.position,
+                                    g.tensor_bytes() >= kStreamingMinBytes);
+      } else {
+        for (int32_t j = 0; j < p.group_size; ++j) {
+          if (j != p.position) layout::pack_head_rows(g, in, region + j * g.chunk_bytes(), j);
+        }
+      }
+    }
+  }
+
+  void copy_out(const Exchange& x) {
+    const plan::ExchangePlan& p = *c_.plan;
+    const int32_t k = p.group_size;
+    const int32_t me = p.position;
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const layout::Geometry& g = p.tensors[t];
+      for (int32_t j = 0; j < k; ++j) {
+        wire_[static_cast<size_t>(j)] =
+            base_[static_cast<size_t>(j)] + offset_[static_cast<size_t>(t)] + me * g.chunk_bytes();
+      }
+      auto* out = static_cast<std::byte*>(x.outputs[t]);
+      if (x.scatter()) {
+        for (int32_t i = 1; i < k; ++i) {
+          const int32_t j = (me + i) % k;
+          layout::unpack_head_rows(g, wire_[static_cast<size_t>(j)], out, j);
+        }
+      } else {
+        layout::unpack_seq_rows_group(g, wire_.data(), static_cast<const std::byte*>(x.inputs[t]), out, me,
+                                      g.tensor_bytes() >= kStreamingMinBytes);
+      }
+    }
+  }
+
+  PathContext c_;
+  SharedPath shared_;
+  SharedMemory staging_;               // this rank's region and every peer's mapping
+  int64_t bytes_ = 0;                  // the size of each region
+  std::vector<int64_t> offset_;        // where tensor t's chunks start in a region
+  std::vector<std::byte*> base_;       // each position's region, mapped here
+  std::vector<std::byte*> wire_;       // scratch: one chunk pointer per position
+};
+
+}  // namespace
+
+std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const CollectiveScope& group,
+                                               const detail::Deadline& deadline) {
+  auto path = std::make_unique<StagedPath>(context);
+  if (!path->set_up(group, deadline)) return nullptr;
+  return path;
+}
+
+}  // namespace basp::transport::mpi

@@ -1,0 +1,131 @@
+#include "transport/nccl/nccl_backend.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "transport/nccl/nccl_executor.h"
+#include "transport/nccl/nccl_locality.h"
+#include "transport/nccl/nccl_util.h"
+
+namespace basp::transport::nccl {
+
+NcclGroupTransport::NcclGroupTransport(std::shared_ptr<GroupComm> comm, const GroupSpec& spec)
+    : comm_(comm), spec_(spec), bootstrap_(comm, spec.members, spec.where, spec.position) {}
+
+std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::ExchangePlan& plan,
+                                                                const PlanContext& context) {
+  (void)context;  // NCCL executes only enqueue: no control messages to tag
+  return nccl::make_executor(comm_, plan);
+}
+
+void NcclGroupTransport::connect(const detail::Deadline& deadline) {
+  const size_t size = spec_.members.size();
+  const auto position = static_cast<size_t>(spec_.position);
+  // Byte q that position p sends to position q is (p * size + q) mod 256: what arrives is checked too.
+  const auto code = [size](size_t from, size_t to) { return static_cast<uint8_t>((from * size + to) & 0xff); };
+  const auto mine = static_cast<uint8_t>(position & 0xff);
+  std::vector<uint8_t> all(size);
+  comm_->allgather(&mine, 1, all.data(), "connecting the group's NCCL communicator (all-gather)", spec_.where,
+                   deadline);
+  for (size_t p = 0; p < size; ++p) {
+    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the group's ncclAllGather put ",
+               static_cast<int>(all[p]), " at position ", p, " in ", spec_.where);
+  }
+  std::vector<uint8_t> out(size);
+  std::vector<uint8_t> in(size);
+  for (size_t q = 0; q < size; ++q) out[q] = code(position, q);
+  comm_->alltoall(out.data(), 1, in.data(), "connecting the group's NCCL communicator (all-to-all)", spec_.where,
+                  deadline);
+  for (size_t p = 0; p < size; ++p) {
+    BASP_CHECK(in[p] == code(p, position), BASP_ERROR_INTERNAL, "the group's all-to-all delivered ",
+               static_cast<int>(in[p]), " from position ", p, " in ", spec_.where);
+  }
+}
+
+std::unique_ptr<NcclGroupTransport> wrap_group(ncclComm_t group, int device, const GroupSpec& spec) {
+  auto owner = std::make_shared<GroupComm>(group, device);
+  int size = 0;
+  int position = -1;
+  BASP_NCCL_CHECK(ncclCommCount(group, &size));
+  BASP_NCCL_CHECK(ncclCommUserRank(group, &position));
+  BASP_CHECK(size == static_cast<int>(spec.members.size()) && position == spec.position, BASP_ERROR_INTERNAL,
+             "the group's NCCL communicator has ", size, " ranks and puts this rank at ", position, "; ", spec.where,
+             " has ", spec.members.size(), " and puts it at ", spec.position);
+  return std::make_unique<NcclGroupTransport>(std::move(owner), spec);
+}
+
+namespace {
+
+std::unique_ptr<GroupTransport> connected(ncclComm_t group, int device, const GroupSpec& spec,
+                                          const detail::Deadline& deadline) {
+  auto transport = wrap_group(group, device, spec);
+  transport->connect(deadline);
+  return transport;
+}
+
+class SplitConnector final : public Connector {
+ public:
+  explicit SplitConnector(NcclBootstrap& parent) : parent_(parent) {}
+  topology::RankLocality locality() override { return local_gpu_locality(parent_.device()); }
+  std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline& deadline) override {
+    DeviceScope scope(parent_.device());
+    ncclComm_t group = nullptr;
+    BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), spec.index, spec.position, &group, nullptr));
+    BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", spec.index,
+               ") returned no communicator");
+    return connected(group, parent_.device(), spec, deadline);
+  }
+
+ private:
+  NcclBootstrap& parent_;
+};
+
+class InitConnector final : public Connector {
+ public:
+  explicit InitConnector(Bootstrap& parent) : parent_(parent) {}
+
+  topology::RankLocality locality() override {
+    device_ = require_device("the NCCL backend");
+    return local_gpu_locality(device_);
+  }
+
+  std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline& deadline) override {
+    // The first rank of every group makes the group's id; its ncclGetUniqueId result travels with it, so that a
+    // failure there fails the whole group.
+    struct Offer {
+      int32_t result = -1;  // -1: this rank makes no id (not a group's first rank)
+      ncclUniqueId id;
+    } mine{};
+    mine.result = -1;
+    if (spec.position == 0) mine.result = static_cast<int32_t>(ncclGetUniqueId(&mine.id));
+    std::vector<Offer> all(static_cast<size_t>(parent_.size()));
+    parent_.allgather(&mine, sizeof(Offer), all.data(), "the exchange of the groups' NCCL unique ids", deadline);
+    // Every rank checks every group's offer, so that a failure anywhere fails every rank, not one group only.
+    for (size_t r = 0; r < all.size(); ++r) {
+      BASP_CHECK(all[r].result == -1 || all[r].result == ncclSuccess, BASP_ERROR_NCCL,
+                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r], " (the first rank of its group): ",
+                 ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
+    }
+    const Offer& root = all[static_cast<size_t>(spec.members[0])];
+    DeviceScope scope(device_);
+    ncclComm_t group = nullptr;
+    BASP_NCCL_CHECK(ncclCommInitRank(&group, static_cast<int>(spec.members.size()), root.id, spec.position));
+    return connected(group, device_, spec, deadline);
+  }
+
+ private:
+  Bootstrap& parent_;
+  int device_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Connector> make_split_connector(NcclBootstrap& parent) {
+  return std::make_unique<SplitConnector>(parent);
+}
+
+std::unique_ptr<Connector> make_init_connector(Bootstrap& parent) { return std::make_unique<InitConnector>(parent); }
+
+}  // namespace basp::transport::nccl

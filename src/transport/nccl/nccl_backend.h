@@ -1,0 +1,51 @@
+// The NCCL backend (device memory): its part of comm creation, and the group transport it connects (one NCCL
+// communicator per group, nccl_group_comm.h, and one executor per plan, nccl_executor.h).
+//
+// NCCL connects peers lazily, inside the first collective that needs a connection, and that wait has no timeout;
+// so a new group communicator is connected at creation, while every rank is known to be inside comm creation: a
+// one-byte all-gather of the positions (the connections of the consistency checks) and a one-byte-per-peer
+// all-to-all (those of the exchange), both checked for what they deliver. ncclCommSplit and ncclCommInitRank
+// themselves have no timeout either: they run only after every rank passed the bounded rounds before them.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+
+#include "transport/bootstrap.h"
+#include "transport/nccl/nccl_bootstrap.h"
+#include "transport/nccl/nccl_group_comm.h"
+#include "transport/transport.h"
+
+namespace basp::transport::nccl {
+
+class NcclGroupTransport final : public GroupTransport {
+ public:
+  NcclGroupTransport(std::shared_ptr<GroupComm> comm, const GroupSpec& spec);
+  basp_backend_t backend() const override { return BASP_BACKEND_NCCL; }
+  Bootstrap& group() override { return bootstrap_; }
+  std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context) override;
+  basp_status_t async_error(std::string& message) override { return comm_->async_error(message); }
+  bool abortable() const override { return true; }
+  void abort() override { comm_->abort(); }
+
+  // Collective over the group: the warm-up described above.
+  void connect(const detail::Deadline& deadline);
+  const std::shared_ptr<GroupComm>& group_comm() const { return comm_; }
+
+ private:
+  std::shared_ptr<GroupComm> comm_;
+  GroupSpec spec_;
+  NcclBootstrap bootstrap_;
+};
+
+// basp_comm_create_nccl: ncclCommSplit of the parent (color = group, key = position). `parent` must outlive it.
+std::unique_ptr<Connector> make_split_connector(NcclBootstrap& parent);
+// Any other parent (MPI, out-of-band): the group's first rank makes an ncclUniqueId, the parent's all-gather carries
+// it to the group, ncclCommInitRank, on the calling thread's current CUDA device. `parent` must outlive it.
+std::unique_ptr<Connector> make_init_connector(Bootstrap& parent);
+
+// A group communicator that already exists, wrapped as this rank's group transport (not connected): for tests.
+std::unique_ptr<NcclGroupTransport> wrap_group(ncclComm_t group, int device, const GroupSpec& spec);
+
+}  // namespace basp::transport::nccl

@@ -1,0 +1,26 @@
+// The NCCL backend's plan executor: device memory, the plan's path fixed at creation, like the MPI backend's.
+//   local  K = 1: the two layouts of a tensor are the same bytes: one device-to-device copy per tensor.
+//   nccl   one pack launch for all tensors, one ncclAlltoAll of peer_stride bytes per peer between two device
+//          buffers laid out as layout::PackedWorkspace, one unpack launch.
+// An execute only enqueues on the caller's stream: no host synchronisation, no allocation, no communicator
+// creation, no control round, so it can be captured in a CUDA graph.
+#pragma once
+
+#include <memory>
+
+#include "plan/exchange.h"
+#include "transport/nccl/nccl_group_comm.h"
+#include "transport/transport.h"
+
+namespace basp::transport::nccl {
+
+struct ExecutorOptions {
+  // K = 1: the local path instead of pack -> ncclAlltoAll -> unpack. The tests turn it off to drive the whole
+  // exchange path through NCCL on a single GPU.
+  bool local_copy_when_alone = true;
+};
+
+std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
+                                            ExecutorOptions options = {});
+
+}  // namespace basp::transport::nccl
