@@ -160,7 +160,7 @@ struct EmulatedGroup {
 
 }  // namespace
 
-TEST_CASE("agree_by_allgather: one round when the records agree, a named mismatch otherwise", "[consistency]") {
+TEST_CASE("agree_by_allgather: two rounds when the records agree, a named mismatch otherwise", "[consistency]") {
   const auto layout = one_group(4);
   basp_plan_desc_v1 d = qkv();
   const std::string where = "group 1 (world ranks 4..7)";
@@ -168,9 +168,16 @@ TEST_CASE("agree_by_allgather: one round when the records agree, a named mismatc
 
   EmulatedGroup same{std::vector<CallRecord>(4, plan_record(d, layout)), 2};
   REQUIRE_NOTHROW(basp::runtime::agree_by_allgather(same.allgather(), 4, labels, where, same.records[2]));
-  REQUIRE(same.steps.size() == 1);  // the fingerprints only
+  REQUIRE(same.steps.size() == 2);  // the fingerprints, then the presence round
   CHECK(same.steps[0] == "the consistency check of basp_plan_create (every rank must call it)");
+  CHECK(same.steps[1] == "the second round of the consistency check of basp_plan_create");
   CHECK(same.sent_own);
+
+  // Every rank failed its own checks alike: nobody goes on, so no presence round.
+  EmulatedGroup failed{std::vector<CallRecord>(4, plan_record(d, layout)), 1};
+  for (auto& r : failed.records) r.local_status = BASP_ERROR_INVALID_ARGUMENT;
+  REQUIRE_NOTHROW(basp::runtime::agree_by_allgather(failed.allgather(), 4, labels, where, failed.records[1]));
+  CHECK(failed.steps.size() == 1);
 
   for (int32_t me : {0, 3}) {
     EmulatedGroup differ{std::vector<CallRecord>(4, plan_record(d, layout)), me};
