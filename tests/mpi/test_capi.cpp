@@ -283,16 +283,19 @@ TEST_CASE("plan creation: a bad BASP_MPI_TRANSPORT is named on every rank", "[ca
   // Rank 0 alone sets a value that is no path.
   CHECK(attempt(rank == 0 ? "fastest" : "auto") == BASP_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last(),
-             Catch::Contains(rank == 0 ? "BASP_MPI_TRANSPORT (fastest) must be auto, p2p, direct or staged"
-                                       : "BASP_MPI_TRANSPORT is not auto, p2p, direct or staged on another rank"));
-  // Two forced paths that differ.
-  CHECK(attempt(rank == 0 ? "direct" : "staged") == BASP_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last(), Catch::Contains("BASP_MPI_TRANSPORT is direct on some ranks"));
+             Catch::Contains(rank == 0 ? "BASP_MPI_TRANSPORT (fastest) must be auto, p2p, cma, staged or direct"
+                                       : "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank"));
+  // Two forced paths that differ, under either name of the cma path.
+  for (const char* cma : {"cma", "direct"}) {
+    CHECK(attempt(rank == 0 ? cma : "staged") == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last(), Catch::Contains("BASP_MPI_TRANSPORT is cma (or direct) on some ranks"));
+  }
   // The comm is still usable, and each forced path is the one taken.
   const struct {
     const char* value;
     int32_t path;
-  } forced[] = {{"p2p", BASP_PATH_P2P}, {"direct", BASP_PATH_DIRECT}, {"staged", BASP_PATH_STAGED}};
+  } forced[] = {
+      {"p2p", BASP_PATH_P2P}, {"cma", BASP_PATH_CMA}, {"direct", BASP_PATH_DIRECT}, {"staged", BASP_PATH_STAGED}};
   for (const auto& f : forced) {
     setenv("BASP_MPI_TRANSPORT", f.value, 1);
     basp_plan_t plan = nullptr;
@@ -307,6 +310,7 @@ TEST_CASE("plan creation: a bad BASP_MPI_TRANSPORT is named on every rank", "[ca
     CHECK(basp_scatter(plan, in, out, nullptr) == BASP_SUCCESS);
     REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
     CHECK(info.last_path == f.path);
+    CHECK(info.plan_path == f.path);
     CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
   }
   if (before) {
