@@ -190,12 +190,17 @@ int main(int argc, char** argv) {
   }
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  // Every real type (BASP_DTYPE_UNSET is not one; new types come after it).
+  std::vector<basp_dtype_t> dtypes;
+  for (int d = 0; d < BASP_DTYPE_COUNT; ++d) {
+    if (basp_dtype_size(static_cast<basp_dtype_t>(d)) > 0) dtypes.push_back(static_cast<basp_dtype_t>(d));
+  }
   int failures = 0;
   for (int i = 0; i < trials; ++i) {
     Trial tr;
     tr.micro_batch = pick(1, 2 * size + 2);
     tr.layout = static_cast<basp_layout_t>(pick(0, 1));
-    tr.dtype = static_cast<basp_dtype_t>(pick(0, BASP_DTYPE_COUNT - 1));
+    tr.dtype = dtypes[static_cast<size_t>(pick(0, static_cast<int64_t>(dtypes.size()) - 1))];
     // S and the head counts must divide by K for both G = gcd(N, B) and G = 1: multiples of N do.
     tr.seq_len = size * pick(1, 4);
     tr.head_dim = pick(1, 3) == 1 ? pick(1, 5) : 8 * pick(1, 4);
