@@ -10,8 +10,8 @@
 The library is found through $BASP_LIBRARY, next to the installed package, or the dynamic linker's search.
 PyTorch integration (autograd, BaspAttention) lives in basp.torch.
 """
-from ._abi import (MAX_TENSORS, Backend, CommConfig, Dtype, Layout, Path, PlanDesc, PlanInfoStruct, Placement,
-                   RankInfoStruct, Status)
+from ._abi import (MAX_DIMS, MAX_TENSORS, Backend, CommConfig, Dtype, Layout, OobStruct, Path, PlanDesc,
+                   PlanInfoStruct, Placement, RankInfoStruct, Status)
 from ._library import last_error, load as load_library, path as library_path, status_string, version
 from .comm import Comm, RankInfo
 from .errors import Error
@@ -19,7 +19,7 @@ from .plan import Plan, PlanInfo
 from . import data
 
 __all__ = [
-    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_TENSORS", "Path", "Placement", "Plan", "PlanDesc",
-    "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct", "Status", "data", "last_error", "library_path",
-    "load_library", "status_string", "version",
+    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS", "OobStruct", "Path",
+    "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct", "Status", "data",
+    "last_error", "library_path", "load_library", "status_string", "version",
 ]

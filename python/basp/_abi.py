@@ -4,10 +4,14 @@ Every value here is checked against the header by python/tests/test_abi.py, whic
 sizes, constants and the bytes of each ..._INITIALIZER with a small C program compiled from the header.
 Structs may only grow at the end (the library reads min(size, sizeof)), so a new field is appended here too.
 """
+from __future__ import annotations
+
 import ctypes
 import enum
+from typing import Any, Dict
 
 MAX_TENSORS = 8  # BASP_MAX_TENSORS
+MAX_DIMS = 4  # BASP_MAX_DIMS: dimensions of a shape in basp_plan_info_t
 
 COMM_CONFIG_MAGIC = 0x42434F4D  # "BCOM"
 COMM_CONFIG_VERSION = 1
@@ -17,6 +21,10 @@ PLAN_DESC_MAGIC = 0x42504C4E  # "BPLN"
 PLAN_DESC_VERSION = 1
 PLAN_INFO_MAGIC = 0x42504946  # "BPIF"
 PLAN_INFO_VERSION = 1
+OOB_MAGIC = 0x424F4F54  # "BOOT"
+OOB_VERSION = 1
+OOB_SUCCESS = 0  # BASP_OOB_SUCCESS: what a basp_oob_t callback returns when done
+OOB_IN_PROGRESS = 1  # BASP_OOB_IN_PROGRESS: allgather_test only, not complete yet
 
 
 class Status(enum.IntEnum):
@@ -35,14 +43,17 @@ class Status(enum.IntEnum):
     ERROR_MISMATCH = 11
     ERROR_TIMEOUT = 12
     ERROR_COMM_BROKEN = 13
+    ERROR_OOB = 14
 
 
-STATUS_COUNT = 14  # BASP_STATUS_COUNT
+STATUS_COUNT = 15  # BASP_STATUS_COUNT
 BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
 PLACEMENT_COUNT = 3  # BASP_PLACEMENT_COUNT
 PATH_COUNT = 7  # BASP_PATH_COUNT
 LAYOUT_COUNT = 2  # BASP_LAYOUT_COUNT
-DTYPE_COUNT = 9  # BASP_DTYPE_COUNT: also the "unset" dtype of BASP_PLAN_DESC_INITIALIZER
+# Not members of Dtype, which lists element types only: UNSET is what BASP_PLAN_DESC_INITIALIZER leaves in dtype.
+DTYPE_UNSET = 9  # BASP_DTYPE_UNSET (before 0.2 this value was BASP_DTYPE_COUNT)
+DTYPE_COUNT = 10  # BASP_DTYPE_COUNT: one past the last value
 
 
 class Backend(enum.IntEnum):
@@ -59,11 +70,12 @@ class Placement(enum.IntEnum):
 
 
 class Path(enum.IntEnum):
-    """basp_path_t: how a plan's last scatter/gather moved its bytes (PlanInfo.last_path)."""
+    """basp_path_t: how a plan's exchanges move their bytes (PlanInfo.plan_path, PlanInfo.last_path)."""
     NONE = 0
     LOCAL = 1
     P2P = 2
-    DIRECT = 3
+    CMA = 3
+    DIRECT = 3  # an alias of CMA (its name before 0.2), as BASP_PATH_DIRECT is in basp.h
     SHARED = 4
     NCCL = 5
     STAGED = 6
@@ -92,13 +104,20 @@ DTYPE_SIZE = {Dtype.BYTE: 1, Dtype.FP8_E4M3: 1, Dtype.FP8_E5M2: 1, Dtype.FP16: 2
               Dtype.FP32: 4, Dtype.FP64: 8, Dtype.INT32: 4, Dtype.INT64: 8}
 
 
+def _plain(value: Any) -> Any:
+    """A field's value for as_dict: arrays (also nested ones) as lists."""
+    if isinstance(value, ctypes.Array):
+        return [_plain(x) for x in value]
+    return value
+
+
 class _Versioned(ctypes.Structure):
     """A struct that starts with size, magic, version; constructed like its C ..._INITIALIZER."""
     _magic = 0
     _version = 0
-    _defaults = {}
+    _defaults: Dict[str, Any] = {}
 
-    def __init__(self, **fields):
+    def __init__(self, **fields: Any) -> None:
         super().__init__()
         self.size = ctypes.sizeof(self)
         self.magic = self._magic
@@ -110,14 +129,10 @@ class _Versioned(ctypes.Structure):
                 raise TypeError("%s has no field %r" % (type(self).__name__, name))
             setattr(self, name, value)
 
-    def as_dict(self):
-        out = {}
-        for name, _ in self._fields_:
-            value = getattr(self, name)
-            out[name] = list(value) if isinstance(value, ctypes.Array) else value
-        return out
+    def as_dict(self) -> Dict[str, Any]:
+        return {name: _plain(getattr(self, name)) for name, _ in self._fields_}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in self.as_dict().items()))
 
 
@@ -179,7 +194,7 @@ class PlanDesc(_Versioned):
     ]
     _magic = PLAN_DESC_MAGIC
     _version = PLAN_DESC_VERSION
-    _defaults = {"layout": Layout.BSHD, "dtype": DTYPE_COUNT, "seq_len": -1, "head_dim": -1, "num_tensors": 0,
+    _defaults = {"layout": Layout.BSHD, "dtype": DTYPE_UNSET, "seq_len": -1, "head_dim": -1, "num_tensors": 0,
                  "reserved0": 0}
 
 
@@ -199,9 +214,48 @@ class PlanInfoStruct(_Versioned):
         ("bytes_sent_per_exchange", ctypes.c_int64),
         ("last_path", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
+        # Appended in 0.2 (the 0.1 layout ends here, at 192 bytes): every tensor's shapes and head range.
+        ("layout", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("seq_sharded_shape", (ctypes.c_int64 * MAX_DIMS) * MAX_TENSORS),
+        ("head_sharded_shape", (ctypes.c_int64 * MAX_DIMS) * MAX_TENSORS),
+        ("head_begin", ctypes.c_int64 * MAX_TENSORS),
+        ("head_end", ctypes.c_int64 * MAX_TENSORS),
+        ("plan_path", ctypes.c_int32),
+        ("reserved1", ctypes.c_int32),
     ]
     _magic = PLAN_INFO_MAGIC
     _version = PLAN_INFO_VERSION
+
+
+# The callbacks of basp_oob_v1, in basp.h's order. The library calls them on the thread inside
+# basp_comm_create_oob; the CFUNCTYPE objects must stay referenced until that call returns (a struct holds the
+# ones assigned to its fields).
+#   int (*allgather_start)(void* user_data, const void* send, void* recv, size_t bytes, void** request)
+OobAllgatherStart = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
+#   int (*allgather_test)(void* user_data, void* request)
+OobAllgatherTest = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+#   int (*allgather_free)(void* user_data, void* request)
+OobAllgatherFree = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class OobStruct(_Versioned):
+    """basp_oob_v1: a non-blocking all-gather lent to basp_comm_create_oob (the callbacks default to NULL)."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("rank", ctypes.c_int32),
+        ("num_ranks", ctypes.c_int32),
+        ("user_data", ctypes.c_void_p),
+        ("allgather_start", OobAllgatherStart),
+        ("allgather_test", OobAllgatherTest),
+        ("allgather_free", OobAllgatherFree),
+    ]
+    _magic = OOB_MAGIC
+    _version = OOB_VERSION
+    _defaults = {"rank": -1, "num_ranks": 0}
 
 
 # struct name in basp.h -> its mirror, for the ABI test.
@@ -210,4 +264,5 @@ STRUCTS = {
     "basp_rank_info_v1": RankInfoStruct,
     "basp_plan_desc_v1": PlanDesc,
     "basp_plan_info_v1": PlanInfoStruct,
+    "basp_oob_v1": OobStruct,
 }

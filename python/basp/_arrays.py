@@ -3,10 +3,17 @@
 Neither NumPy nor PyTorch is imported unless the caller already did: an object is recognised by its type's
 module, so `import basp` stays light and works with either library absent.
 """
+from __future__ import annotations
+
 import sys
+from typing import Any, Tuple
 
 from ._abi import Dtype
 from .errors import invalid_argument
+
+# For type hints only: neither library is imported here, so these cannot name their classes.
+Array = Any  # a numpy.ndarray or a torch.Tensor
+DtypeLike = Any  # a basp.Dtype or its int, a NumPy dtype (or what numpy.dtype() accepts) or a torch.dtype
 
 
 def _numpy_dtypes():
@@ -35,16 +42,16 @@ def _torch_dtypes():
     }
 
 
-def is_numpy(obj):
+def is_numpy(obj: Any) -> bool:
     return type(obj).__module__ == "numpy" and type(obj).__name__ == "ndarray"
 
 
-def is_torch(obj):
+def is_torch(obj: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
-def basp_dtype(dtype, name):
+def basp_dtype(dtype: DtypeLike, name: str) -> int:
     """A basp.Dtype (or its int), a NumPy dtype or a PyTorch dtype -> basp.Dtype value (int).
 
     uint8 and int8 map to BYTE; NumPy's uint16 (bfloat16 bits) and uint8 (fp8 bits) need basp.Dtype.BF16 and
@@ -84,7 +91,7 @@ class ArrayInfo:
     """kind ("numpy" | "torch"), shape, dtype (the library's own object), pointer, contiguous, writeable,
     device ("cpu", "cuda:0", ...)."""
 
-    def __init__(self, obj, name):
+    def __init__(self, obj: Array, name: str) -> None:
         self.obj = obj
         self.name = name
         if is_numpy(obj):
@@ -108,19 +115,19 @@ class ArrayInfo:
                 name, type(obj).__module__, type(obj).__name__))
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
-    def accepts(self, dtype):
+    def accepts(self, dtype: Dtype) -> bool:
         table = _numpy_dtypes() if self.kind == "numpy" else _torch_dtypes()
         return any(self.dtype == t for t in table.get(dtype, ()))
 
-    def accepted_names(self, dtype):
+    def accepted_names(self, dtype: Dtype) -> str:
         table = _numpy_dtypes() if self.kind == "numpy" else _torch_dtypes()
         return ", ".join(str(t if self.kind == "torch" else t.__name__) for t in table.get(dtype, ())) or "none"
 
 
-def empty_like_kind(template, shape):
+def empty_like_kind(template: ArrayInfo, shape: Tuple[int, ...]) -> Array:
     """An uninitialised array of `shape` with the kind, dtype and device of `template` (an ArrayInfo)."""
     if template.kind == "numpy":
         return sys.modules["numpy"].empty(shape, dtype=template.dtype)

@@ -1,8 +1,11 @@
 """Finding and loading libbasp, declaring the C prototypes, and turning statuses into basp.Error."""
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import os
 import threading
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _abi
 from .errors import Error
@@ -41,10 +44,12 @@ _OPTIONAL_PROTOTYPES = {
     "basp_comm_get_async_error": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
                                                  ctypes.c_size_t]),
     "basp_comm_abort": (ctypes.c_int, [ctypes.c_void_p]),
+    "basp_comm_create_oob": (ctypes.c_int, [ctypes.POINTER(_abi.OobStruct), ctypes.POINTER(_abi.CommConfig),
+                                            _c_void_pp]),
 }
 
 
-def _candidates():
+def _candidates() -> List[str]:
     """Where to look, in order: $BASP_LIBRARY, next to the package, then the dynamic linker's search."""
     env = os.environ.get(ENV_VAR)
     if env:
@@ -62,7 +67,7 @@ def _candidates():
     return out
 
 
-def _declare(lib):
+def _declare(lib: ctypes.CDLL) -> None:
     for name, (restype, argtypes) in _PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.restype = restype
@@ -74,7 +79,7 @@ def _declare(lib):
             fn.argtypes = argtypes
 
 
-def load(path=None):
+def load(path: Optional[str] = None) -> ctypes.CDLL:
     """Loads libbasp once per process and returns the ctypes.CDLL. `path` (or $BASP_LIBRARY) names the file."""
     global _lib, _lib_path
     with _lock:
@@ -100,23 +105,23 @@ def load(path=None):
                       % (ENV_VAR, "; ".join(tried)))
 
 
-def lib():
+def lib() -> ctypes.CDLL:
     """The loaded library (loading it on first use)."""
     return _lib if _lib is not None else load()
 
 
-def path():
+def path() -> str:
     """The file libbasp was loaded from (loading it on first use)."""
     lib()
     return _lib_path
 
 
-def has(name):
+def has(name: str) -> bool:
     """Whether the loaded libbasp exports `name` (for functions newer than the oldest supported release)."""
     return getattr(lib(), name, None) is not None
 
 
-def require(name, where):
+def require(name: str, where: str) -> Any:
     """The C function `name`, or basp.Error(UNSUPPORTED) naming the library file when it lacks it."""
     if not has(name):
         raise Error(_abi.Status.ERROR_UNSUPPORTED, "%s: the loaded libbasp (%s) has no %s: it is older than this "
@@ -124,29 +129,29 @@ def require(name, where):
     return getattr(_lib, name)
 
 
-def check(status):
+def check(status: int) -> None:
     """Raises basp.Error carrying basp_last_error() unless `status` is BASP_SUCCESS."""
     if status != _abi.Status.SUCCESS:
         message = _lib.basp_last_error()
         raise Error(status, message.decode("utf-8", "replace") if message else "")
 
 
-def status_string(status):
+def status_string(status: int) -> str:
     return lib().basp_status_string(int(status)).decode()
 
 
-def last_error():
+def last_error() -> str:
     return lib().basp_last_error().decode("utf-8", "replace")
 
 
-def version():
+def version() -> Tuple[int, int, int]:
     """(major, minor, patch) of the loaded library."""
     v = [ctypes.c_int(-1) for _ in range(3)]
     check(lib().basp_get_version(*[ctypes.byref(x) for x in v]))
     return tuple(x.value for x in v)
 
 
-def pointer_array(pointers):
+def pointer_array(pointers: Sequence[Optional[int]]) -> ctypes.Array:
     """A C array of void* from Python ints (data pointers)."""
     arr = (ctypes.c_void_p * max(1, len(pointers)))()
     for i, p in enumerate(pointers):

@@ -1,9 +1,18 @@
 """basp.Comm: the groups of the world for one micro-batch size, created from an mpi4py communicator."""
-import ctypes
+from __future__ import annotations
 
-from . import _abi, _library, _lifetime
-from ._abi import Backend, Placement
+import ctypes
+from typing import Any, Dict, List, Optional, Sequence, Type, Union
+
+from . import _abi, _library
+from ._abi import Backend, Layout, Placement
+from ._arrays import DtypeLike
+from ._handle import CommHandle
 from .errors import Error, invalid_argument
+from .plan import LayoutLike, Plan
+
+BackendLike = Union[Backend, int, str]  # a member, its int, or its name ("nccl")
+PlacementLike = Union[Placement, int, str]
 
 
 class RankInfo:
@@ -16,31 +25,44 @@ class RankInfo:
     _FIELDS = ("world_size", "rank", "num_groups", "group_size", "group_index", "group_position", "micro_batch",
                "first_sequence", "num_sequences", "seq_len", "token_begin", "token_end")
 
-    def __init__(self, struct):
+    world_size: int
+    rank: int
+    num_groups: int
+    group_size: int
+    group_index: int
+    group_position: int
+    micro_batch: int
+    first_sequence: int
+    num_sequences: int
+    seq_len: int
+    token_begin: int
+    token_end: int
+
+    def __init__(self, struct: _abi.RankInfoStruct) -> None:
         for name in self._FIELDS:
             setattr(self, name, int(getattr(struct, name)))
 
     @property
-    def sequences(self):
+    def sequences(self) -> slice:
         """slice of the micro-batch's sequences this rank holds."""
         return slice(self.first_sequence, self.first_sequence + self.num_sequences)
 
     @property
-    def tokens(self):
+    def tokens(self) -> slice:
         """slice of each sequence's tokens this rank holds."""
         return slice(self.token_begin, self.token_end)
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
         return {name: getattr(self, name) for name in self._FIELDS}
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, RankInfo) and self.as_dict() == other.as_dict()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "RankInfo(%s)" % ", ".join("%s=%d" % kv for kv in self.as_dict().items())
 
 
-def _fortran_handle(mpi_comm):
+def _fortran_handle(mpi_comm: Any) -> int:
     """An mpi4py communicator (or its Fortran handle as an int) -> basp_mpi_fint_t."""
     if hasattr(mpi_comm, "py2f"):
         return int(mpi_comm.py2f())
@@ -50,7 +72,7 @@ def _fortran_handle(mpi_comm):
                            "communicator handle (int)" % (mpi_comm, type(mpi_comm).__name__))
 
 
-def _enum_value(enum_type, value, name):
+def _enum_value(enum_type: Type[Any], value: Union[int, str], name: str) -> int:
     """An enum member, its name ("nccl") or its int -> int; unknown ints go to the library to be named there."""
     if isinstance(value, str):
         try:
@@ -61,7 +83,7 @@ def _enum_value(enum_type, value, name):
     return int(value)
 
 
-class Comm:
+class Comm(CommHandle):
     """Collective over `mpi_comm`: splits it into G groups of K ranks for micro-batches of `micro_batch` sequences.
 
     num_groups: None (or -1) = gcd(N, B), the BASP rule; 1 = DeepSpeed-Ulysses; otherwise a divisor of N and B.
@@ -69,8 +91,9 @@ class Comm:
     config: a ready basp.CommConfig (overrides the keyword arguments), for callers that need every field.
     """
 
-    def __init__(self, mpi_comm, micro_batch=None, num_groups=None, backend=Backend.MPI,
-                 placement=Placement.DEFAULT, config=None):
+    def __init__(self, mpi_comm: Any, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
+                 backend: BackendLike = Backend.MPI, placement: PlacementLike = Placement.DEFAULT,
+                 config: Optional[_abi.CommConfig] = None) -> None:
         fint = _fortran_handle(mpi_comm)
         if config is None:
             if micro_batch is None:
@@ -87,7 +110,8 @@ class Comm:
         self._adopt(handle.value, config, mpi_comm)
 
     @classmethod
-    def from_nccl(cls, nccl_comm, micro_batch=None, num_groups=None, placement=Placement.DEFAULT, config=None):
+    def from_nccl(cls, nccl_comm: int, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
+                  placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None) -> "Comm":
         """Collective over an existing NCCL communicator (an ncclComm_t, given as an int address): the NCCL
         backend without MPI. The comm runs on that communicator's CUDA device; `nccl_comm` stays the caller's.
         """
@@ -111,41 +135,59 @@ class Comm:
         self._adopt(handle.value, config, None)
         return self
 
-    def _adopt(self, handle, config, parent):
-        self._handle = handle
+    def _adopt(self, handle: Optional[int], config: _abi.CommConfig, parent: Any) -> None:
+        self._adopt_handle(handle)
         self._parent = parent  # kept alive: the library requires the parent to outlive the comm
         try:
             self.backend = Backend(config.backend)
         except ValueError:
             self.backend = int(config.backend)
-        self._info = self.query()
-        _lifetime.track(self)
-
-    @property
-    def handle(self):
-        """The basp_comm_t as an int (None once closed)."""
-        return self._handle
+        try:
+            self._info = self.query()
+        except BaseException:
+            self.close()  # now, not whenever the garbage collector gets to a half-made comm
+            raise
 
     # The calling rank's place, from one query at creation.
-    world_size = property(lambda self: self._info.world_size)
-    rank = property(lambda self: self._info.rank)
-    num_groups = property(lambda self: self._info.num_groups)
-    group_size = property(lambda self: self._info.group_size)
-    group_index = property(lambda self: self._info.group_index)
-    group_position = property(lambda self: self._info.group_position)
-    micro_batch = property(lambda self: self._info.micro_batch)
+    @property
+    def world_size(self) -> int:
+        return self._info.world_size
 
-    def query(self, seq_len=0, rank=-1):
+    @property
+    def rank(self) -> int:
+        return self._info.rank
+
+    @property
+    def num_groups(self) -> int:
+        return self._info.num_groups
+
+    @property
+    def group_size(self) -> int:
+        return self._info.group_size
+
+    @property
+    def group_index(self) -> int:
+        return self._info.group_index
+
+    @property
+    def group_position(self) -> int:
+        return self._info.group_position
+
+    @property
+    def micro_batch(self) -> int:
+        return self._info.micro_batch
+
+    def query(self, seq_len: int = 0, rank: int = -1) -> RankInfo:
         """RankInfo of world rank `rank` (-1: the caller) for sequences of `seq_len` tokens (0: no token range)."""
         info = _abi.RankInfoStruct()
         _library.check(_library.lib().basp_comm_query(self._handle, int(rank), int(seq_len), ctypes.byref(info)))
         return RankInfo(info)
 
-    def shard(self, seq_len, rank=-1):
+    def shard(self, seq_len: int, rank: int = -1) -> RankInfo:
         """The data-loader helper (Algorithm 2): the sequences and token range `rank` holds. Same as query."""
         return self.query(seq_len, rank)
 
-    def group_ranks(self, group_index=None):
+    def group_ranks(self, group_index: Optional[int] = None) -> List[int]:
         """World ranks of group `group_index` (default: the caller's), ordered by position."""
         g = self._info.group_index if group_index is None else int(group_index)
         capacity = self._info.group_size
@@ -153,12 +195,12 @@ class Comm:
         _library.check(_library.lib().basp_comm_group_ranks(self._handle, g, ranks, capacity))
         return list(ranks)
 
-    def plan(self, seq_len, head_dim, num_heads, dtype, layout=_abi.Layout.BSHD):
+    def plan(self, seq_len: int, head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
+             layout: LayoutLike = Layout.BSHD) -> Plan:
         """A basp.Plan on this comm (collective over the caller's group)."""
-        from .plan import Plan
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout)
 
-    def async_error(self):
+    def async_error(self) -> Optional[Error]:
         """None while the backend is healthy, else a basp.Error describing its asynchronous failure (NCCL)."""
         fn = _library.require("basp_comm_get_async_error", "basp.Comm.async_error")
         status = ctypes.c_int(0)
@@ -168,30 +210,15 @@ class Comm:
             return None
         return Error(status.value, message.value.decode("utf-8", "replace"))
 
-    def abort(self):
+    def abort(self) -> None:
         """Aborts the comm's NCCL operations (a hung or failed exchange); later exchanges fail. NCCL only."""
         _library.check(_library.require("basp_comm_abort", "basp.Comm.abort")(self._handle))
 
-    def close(self):
+    def close(self) -> None:
         """Destroys the comm (not collective). Plans made from it stay usable. Idempotent."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            _library.check(_library.lib().basp_comm_destroy(handle))
+        super().close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 -- a destructor must not raise
-            pass
-
-    def __repr__(self):
-        state = "closed" if self._handle is None else "N=%d B=%d G=%d K=%d rank=%d group=%d position=%d" % (
+    def _describe(self) -> str:
+        return "N=%d B=%d G=%d K=%d rank=%d group=%d position=%d, backend=%s" % (
             self.world_size, self.micro_batch, self.num_groups, self.group_size, self.rank, self.group_index,
-            self.group_position)
-        return "basp.Comm(%s, backend=%s)" % (state, getattr(self.backend, "name", self.backend))
+            self.group_position, getattr(self.backend, "name", self.backend))

@@ -4,21 +4,26 @@ Every rank of group g takes the same B/G sequences [g*B/G, (g+1)*B/G) of each mi
 l of the group keeps tokens [l*S/K, (l+1)*S/K) of each. The library answers the arithmetic (basp.Comm.shard);
 these helpers apply it to dataset indices and to a loaded micro-batch.
 """
+from __future__ import annotations
+
 import sys
+from typing import Union
 
 from . import _arrays
 from ._abi import Layout
+from ._arrays import Array
+from .comm import RankInfo
 from .errors import invalid_argument
 
 
-def sequence_indices(info, step=0):
+def sequence_indices(info: RankInfo, step: int = 0) -> range:
     """Dataset indices of the sequences the rank described by `info` (a basp.RankInfo) feeds at `step`, when
     micro-batch `step` is dataset sequences [step*B, (step+1)*B)."""
     base = int(step) * info.micro_batch + info.first_sequence
     return range(base, base + info.num_sequences)
 
 
-def local_shard(batch, info, layout=Layout.BSHD):
+def local_shard(batch: Array, info: RankInfo, layout: Union[Layout, int, str] = Layout.BSHD) -> Array:
     """This rank's part of a whole micro-batch: `batch` (NumPy or PyTorch) is [B, S, ...] (BSHD) or [S, B, ...]
     (SBHD) and the result, a contiguous copy, is [B/G, S/K, ...] or [S/K, B/G, ...]. Works for token ids
     [B, S] as well as activations [B, S, H, D]. `info` must come from Comm.shard(S)."""

@@ -1,4 +1,8 @@
 """basp.Error: every failure of the binding, whether the library or the binding's own checks found it."""
+from __future__ import annotations
+
+from typing import Union
+
 from ._abi import Status
 
 
@@ -11,26 +15,26 @@ class Error(Exception):
              contiguity, devices), a message in the same style naming the Python argument and its value.
     """
 
-    def __init__(self, status, message):
+    def __init__(self, status: Union[Status, int], message: str) -> None:
         try:
             status = Status(status)
         except ValueError:
             pass
-        self.status = status
+        self.status: Union[Status, int] = status
         self.message = message
         super().__init__(status, message)
 
     @property
-    def status_name(self):
+    def status_name(self) -> str:
         """The C name of the status, as basp_status_string() spells it."""
         if isinstance(self.status, Status):
             return "BASP_" + self.status.name
         return "unknown status"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (self.status_name, self.message)
 
 
-def invalid_argument(message):
+def invalid_argument(message: str) -> Error:
     """The binding's own argument check failed: the library was not called."""
     return Error(Status.ERROR_INVALID_ARGUMENT, message)

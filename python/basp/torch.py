@@ -11,16 +11,22 @@
 Shapes are shown for the BSHD layout; SBHD puts the token dimension first. Plans are created on first use for
 each (S, dtype, device) and kept: every rank of a group must run the same forward/backward sequence.
 """
+from __future__ import annotations
+
 import math
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
-from . import _arrays, _nccl
+from . import _abi, _arrays, _nccl
 from ._abi import Layout, Placement, Status
-from .comm import Comm
+from .comm import Comm, PlacementLike
 from .errors import Error, invalid_argument
-from .plan import Plan
+from .plan import LayoutLike, Plan
+
+# fn(q, k, v, causal) -> out, on head-sharded [b, h, S, D] tensors.
+AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
 SCATTER = "scatter"
 GATHER = "gather"
@@ -32,30 +38,30 @@ class Exchange(torch.autograd.Function):
     gradients (itself an Exchange, so higher-order gradients work too)."""
 
     @staticmethod
-    def forward(ctx, plan, direction, *tensors):
+    def forward(ctx: Any, plan: Plan, direction: str, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         ctx.plan = plan
         ctx.direction = direction
         run = plan.scatter if direction == SCATTER else plan.gather
         return tuple(run([t.contiguous() for t in tensors]))
 
     @staticmethod
-    def backward(ctx, *grads):
+    def backward(ctx: Any, *grads: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         # Undefined gradients arrive as zeros (materialised by autograd); the exchange needs dense inputs.
         inverse = Exchange.apply(ctx.plan, _INVERSE[ctx.direction], *[g.contiguous() for g in grads])
         return (None, None) + tuple(inverse)
 
 
-def head_scatter(plan, *tensors):
+def head_scatter(plan: Plan, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     """Sequence-sharded tensors -> head-sharded tensors (a tuple), differentiable."""
     return Exchange.apply(plan, SCATTER, *tensors)
 
 
-def head_gather(plan, *tensors):
+def head_gather(plan: Plan, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     """Head-sharded tensors -> sequence-sharded tensors (a tuple), differentiable."""
     return Exchange.apply(plan, GATHER, *tensors)
 
 
-def explicit_attention(q, k, v, causal=False):
+def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """softmax(Q K^T / sqrt(D)) V on [b, h, S, D] tensors, masking j > i when causal."""
     scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
     if causal:
@@ -65,7 +71,7 @@ def explicit_attention(q, k, v, causal=False):
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
-def default_attention(q, k, v, causal=False):
+def default_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """PyTorch's scaled_dot_product_attention where this PyTorch has it (2.0+), else explicit_attention."""
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     if sdpa is not None:
@@ -86,8 +92,9 @@ class BaspAttention(torch.nn.Module):
     layout        "bshd" or "sbhd" (basp.Layout), the layout of q, k, v and of the output
     """
 
-    def __init__(self, comm, num_heads, head_dim, num_kv_heads=None, causal=False, attention=None,
-                 layout=Layout.BSHD):
+    def __init__(self, comm: Comm, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
+                 causal: bool = False, attention: Optional[AttentionFn] = None,
+                 layout: LayoutLike = Layout.BSHD) -> None:
         super().__init__()
         if not isinstance(comm, Comm):
             raise invalid_argument("basp.torch.BaspAttention: comm (a %s) is not a basp.Comm" % type(comm).__name__)
@@ -104,9 +111,9 @@ class BaspAttention(torch.nn.Module):
         self.causal = bool(causal)
         self.attention = attention if attention is not None else default_attention
         self.layout = Layout[layout.upper()] if isinstance(layout, str) else Layout(layout)
-        self._plans = {}
+        self._plans: Dict[Tuple[int, Any, str], Tuple[Plan, Plan]] = {}
 
-    def plans(self, seq_len, dtype, device):
+    def plans(self, seq_len: int, dtype: Any, device: Union[torch.device, str]) -> Tuple[Plan, Plan]:
         """(qkv plan, output plan) for full sequences of seq_len tokens; created on first use (collective over
         the group)."""
         key = (int(seq_len), dtype, str(device))
@@ -118,7 +125,7 @@ class BaspAttention(torch.nn.Module):
             self._plans[key] = (qkv, out)
         return self._plans[key]
 
-    def _check(self, name, x, heads):
+    def _check(self, name: str, x: Any, heads: int) -> None:
         if not isinstance(x, torch.Tensor) or x.dim() != 4:
             raise invalid_argument("basp.torch.BaspAttention: %s must be a 4-d torch.Tensor, got %s" % (
                 name, tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
@@ -127,7 +134,7 @@ class BaspAttention(torch.nn.Module):
                                    "dims 2 and 3 (%s)" % (name, tuple(x.shape), heads, self.head_dim,
                                                           self.layout.name))
 
-    def forward(self, q, k, v):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [b_loc, S/K, Hq, D], k and v [b_loc, S/K, Hkv, D] (BSHD; SBHD swaps the first two) -> the
         attention output, sequence-sharded like q."""
         self._check("q", q, self.num_heads)
@@ -157,20 +164,21 @@ class BaspAttention(torch.nn.Module):
         (out,) = head_gather(out_plan, out.permute(*from_bhsd).contiguous())
         return out
 
-    def close(self):
+    def close(self) -> None:
         """Destroys the cached plans (not collective)."""
         for qkv, out in self._plans.values():
             qkv.close()
             out.close()
         self._plans.clear()
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return "num_heads=%d, num_kv_heads=%d, head_dim=%d, causal=%s, layout=%s, K=%d" % (
             self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, self.comm.group_size)
 
 
-def comm_from_process_group(micro_batch=None, group=None, num_groups=None, placement=Placement.DEFAULT,
-                            config=None):
+def comm_from_process_group(micro_batch: Optional[int] = None, group: Any = None, num_groups: Optional[int] = None,
+                            placement: PlacementLike = Placement.DEFAULT,
+                            config: Optional[_abi.CommConfig] = None) -> Comm:
     """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
     world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
 

@@ -26,6 +26,20 @@ static void print_bytes(const void* p, size_t n) {
   } while (0)
 #define STRUCT_END() printf("    ]\n  }")
 
+/* A callback field's prototype, printed as text for test_abi.py after the compiler has checked that the field has
+ * exactly that type (GCC and Clang; other compilers print it unchecked). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SAME_TYPE(a, b) ((void)sizeof(char[__builtin_types_compatible_p(a, b) ? 1 : -1]))
+#else
+#define SAME_TYPE(a, b) ((void)0)
+#endif
+#define PROTOTYPE(T, f, ret, args, sep)                               \
+  do {                                                                \
+    typedef ret(*proto_t) args;                                       \
+    SAME_TYPE(__typeof__(((T*)0)->f), proto_t);                       \
+    printf("    \"%s.%s\": \"%s %s\"%s\n", #T, #f, #ret, #args, sep); \
+  } while (0)
+
 int main(void) {
   printf("{\n\"structs\": {\n");
   STRUCT_BEGIN(basp_comm_config_v1, BASP_COMM_CONFIG_INITIALIZER, 1);
@@ -84,15 +98,43 @@ int main(void) {
   FIELD(basp_plan_info_v1, head_sharded_elems, ",");
   FIELD(basp_plan_info_v1, bytes_sent_per_exchange, ",");
   FIELD(basp_plan_info_v1, last_path, ",");
-  FIELD(basp_plan_info_v1, reserved0, "");
+  FIELD(basp_plan_info_v1, reserved0, ",");
+  FIELD(basp_plan_info_v1, layout, ",");
+  FIELD(basp_plan_info_v1, ndim, ",");
+  FIELD(basp_plan_info_v1, seq_sharded_shape, ",");
+  FIELD(basp_plan_info_v1, head_sharded_shape, ",");
+  FIELD(basp_plan_info_v1, head_begin, ",");
+  FIELD(basp_plan_info_v1, head_end, ",");
+  FIELD(basp_plan_info_v1, plan_path, ",");
+  FIELD(basp_plan_info_v1, reserved1, "");
+  STRUCT_END();
+
+  /* Function pointers: offset and size here, NULL in the initializer's bytes, prototypes below. */
+  STRUCT_BEGIN(basp_oob_v1, BASP_OOB_INITIALIZER, 0);
+  FIELD(basp_oob_v1, size, ",");
+  FIELD(basp_oob_v1, magic, ",");
+  FIELD(basp_oob_v1, version, ",");
+  FIELD(basp_oob_v1, rank, ",");
+  FIELD(basp_oob_v1, num_ranks, ",");
+  FIELD(basp_oob_v1, user_data, ",");
+  FIELD(basp_oob_v1, allgather_start, ",");
+  FIELD(basp_oob_v1, allgather_test, ",");
+  FIELD(basp_oob_v1, allgather_free, "");
   STRUCT_END();
   printf("\n},\n");
+
+  printf("\"prototypes\": {\n");
+  PROTOTYPE(basp_oob_v1, allgather_start, int, (void*, const void*, void*, size_t, void**), ",");
+  PROTOTYPE(basp_oob_v1, allgather_test, int, (void*, void*), ",");
+  PROTOTYPE(basp_oob_v1, allgather_free, int, (void*, void*), "");
+  printf("},\n");
 
   printf("\"constants\": {\n");
   CONST(BASP_VERSION_MAJOR, ",");
   CONST(BASP_VERSION_MINOR, ",");
   CONST(BASP_VERSION_PATCH, ",");
   CONST(BASP_MAX_TENSORS, ",");
+  CONST(BASP_MAX_DIMS, ",");
   CONST(BASP_COMM_CONFIG_MAGIC, ",");
   CONST(BASP_COMM_CONFIG_VERSION, ",");
   CONST(BASP_RANK_INFO_MAGIC, ",");
@@ -101,6 +143,10 @@ int main(void) {
   CONST(BASP_PLAN_DESC_VERSION, ",");
   CONST(BASP_PLAN_INFO_MAGIC, ",");
   CONST(BASP_PLAN_INFO_VERSION, ",");
+  CONST(BASP_OOB_MAGIC, ",");
+  CONST(BASP_OOB_VERSION, ",");
+  CONST(BASP_OOB_SUCCESS, ",");
+  CONST(BASP_OOB_IN_PROGRESS, ",");
   CONST(sizeof(basp_mpi_fint_t), ",");
   CONST(sizeof(basp_status_t), ",");
   CONST(BASP_SUCCESS, ",");
@@ -117,6 +163,7 @@ int main(void) {
   CONST(BASP_ERROR_MISMATCH, ",");
   CONST(BASP_ERROR_TIMEOUT, ",");
   CONST(BASP_ERROR_COMM_BROKEN, ",");
+  CONST(BASP_ERROR_OOB, ",");
   CONST(BASP_STATUS_COUNT, ",");
   CONST(BASP_BACKEND_MPI, ",");
   CONST(BASP_BACKEND_NCCL, ",");
@@ -128,6 +175,7 @@ int main(void) {
   CONST(BASP_PATH_NONE, ",");
   CONST(BASP_PATH_LOCAL, ",");
   CONST(BASP_PATH_P2P, ",");
+  CONST(BASP_PATH_CMA, ",");
   CONST(BASP_PATH_DIRECT, ",");
   CONST(BASP_PATH_SHARED, ",");
   CONST(BASP_PATH_NCCL, ",");
@@ -145,6 +193,7 @@ int main(void) {
   CONST(BASP_DTYPE_FP64, ",");
   CONST(BASP_DTYPE_INT32, ",");
   CONST(BASP_DTYPE_INT64, ",");
+  CONST(BASP_DTYPE_UNSET, ",");
   CONST(BASP_DTYPE_COUNT, "");
   printf("}\n}\n");
   return 0;

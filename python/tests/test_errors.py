@@ -89,8 +89,10 @@ def test_comm_queries():
 def test_closed_and_stale_handles():
     comm = basp.Comm(WORLD, micro_batch=1)
     stale = comm.handle
+    check.true(not comm.closed and repr(comm).startswith("basp.Comm(N=%d " % N), "open: %r" % comm)
     comm.close()
     comm.close()  # idempotent
+    check.true(comm.closed and comm.handle is None and repr(comm).endswith(", closed)"), "closed: %r" % comm)
     library_error(comm.query, Status.ERROR_INVALID_HANDLE, "comm is NULL")
     library_error(lambda: comm.plan(2 * N, 4, [N], np.float32), Status.ERROR_INVALID_HANDLE, "comm is NULL")
     library_error(lambda: LIB.check(LIB.lib().basp_comm_destroy(stale)), Status.ERROR_INVALID_HANDLE,
@@ -99,6 +101,9 @@ def test_closed_and_stale_handles():
         plan = comm.plan(2 * N, 4, [N], np.float32)
         x = np.ones(plan.seq_sharded_shape(), dtype=np.float32)
         stale = plan.handle
+        with plan as same:
+            check.true(same is plan and not plan.closed, "a plan is its own context manager")
+        check.true(plan.closed and repr(plan).endswith(", closed)"), "closed by with: %r" % plan)
         plan.close()
         library_error(lambda: plan.scatter([x]), Status.ERROR_INVALID_HANDLE, "plan is NULL")
         library_error(lambda: LIB.check(LIB.lib().basp_plan_destroy(stale)), Status.ERROR_INVALID_HANDLE,
