@@ -102,8 +102,10 @@ void fail_without_parent(const CreateCall& call, const EntryCheck& check, const 
 }
 
 void require_nccl_build(const char* entry) {
-  BASP_CHECK(BASP_HAVE_NCCL, BASP_ERROR_UNSUPPORTED, "config->backend is BASP_BACKEND_NCCL but this libbasp was "
-             "built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT), so ", entry, " cannot make NCCL comms");
+  BASP_CHECK(BASP_HAVE_NCCL, BASP_ERROR_UNSUPPORTED,
+             "config->backend is BASP_BACKEND_NCCL but this libbasp was "
+             "built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT), so ",
+             entry, " cannot make NCCL comms");
 }
 
 std::unique_ptr<transport::Connector> nccl_init_connector(transport::Bootstrap& parent) {

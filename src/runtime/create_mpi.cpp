@@ -27,8 +27,8 @@ std::shared_ptr<Comm> comm_from_mpi(basp_mpi_fint_t parent, const CreateCall& ca
 #else
   (void)parent;
   fail_without_parent(call, check,
-                      std::make_exception_ptr(detail::Error(
-                          BASP_ERROR_UNSUPPORTED, "this libbasp was built without MPI (BASP_ENABLE_MPI)")));
+                      std::make_exception_ptr(detail::Error(BASP_ERROR_UNSUPPORTED,
+                                                            "this libbasp was built without MPI (BASP_ENABLE_MPI)")));
 #endif
 }
 

@@ -31,10 +31,10 @@ std::shared_ptr<Comm> comm_from_nccl(void* nccl_comm, const CreateCall& call) {
   } catch (const detail::Error&) {
     fail_without_parent(call, check, std::current_exception());
   }
-  fail_without_parent(call, check,
-                      std::make_exception_ptr(detail::Error(
-                          BASP_ERROR_UNSUPPORTED,
-                          "this libbasp was built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT)")));
+  fail_without_parent(
+      call, check,
+      std::make_exception_ptr(detail::Error(
+          BASP_ERROR_UNSUPPORTED, "this libbasp was built without CUDA + NCCL (BASP_ENABLE_CUDA, NCCL_ROOT)")));
 #endif
 }
 

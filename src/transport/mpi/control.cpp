@@ -37,9 +37,9 @@ int64_t witness_grace_ms(const detail::Deadline& deadline) {
 }  // namespace
 
 const char* op_name(int32_t op) {
-  return op == static_cast<int32_t>(Op::kScatter) ? "basp_scatter"
+  return op == static_cast<int32_t>(Op::kScatter)  ? "basp_scatter"
          : op == static_cast<int32_t>(Op::kGather) ? "basp_gather"
-                                                    : "an unknown operation";
+                                                   : "an unknown operation";
 }
 
 ControlChannel::ControlChannel(MPI_Comm comm, GroupSpec group) : comm_(comm), group_(std::move(group)) {
@@ -227,8 +227,9 @@ void PlanControl::check_round(int32_t j, Round round) const {
   const ControlMessage& m = recv_[static_cast<size_t>(j)];
   BASP_CHECK(m.plan == plan_id_ && m.call == call_ && m.op == static_cast<int32_t>(op_) && m.round == round,
              BASP_ERROR_INTERNAL, "control round ", static_cast<int>(round), " of plan #", plan_id_, " (exchange #",
-             call_, ") in ", channel_.group().where, " got world rank ", channel_.group().members[static_cast<size_t>(j)],
-             "'s message of plan #", m.plan, " (exchange #", m.call, ", round ", m.round, "): the group is out of step");
+             call_, ") in ", channel_.group().where, " got world rank ",
+             channel_.group().members[static_cast<size_t>(j)], "'s message of plan #", m.plan, " (exchange #", m.call,
+             ", round ", m.round, "): the group is out of step");
 }
 
 void PlanControl::check_arrivals() {
@@ -274,7 +275,8 @@ void PlanControl::report_mismatch() const {
 void PlanControl::report_timeout(const detail::Deadline& deadline, const char* step) {
   std::vector<int32_t> pending;
   for (int32_t j = 0; j < k_; ++j) {
-    if (got_[static_cast<size_t>(j)] == Got::kNothing) pending.push_back(channel_.group().members[static_cast<size_t>(j)]);
+    if (got_[static_cast<size_t>(j)] == Got::kNothing)
+      pending.push_back(channel_.group().members[static_cast<size_t>(j)]);
   }
   if (drop_requests(sends_.data(), static_cast<int>(sends_.size())) > 0) sends_pinned_ = true;
   fail_timeout(deadline, step, channel_.group().where, std::move(pending));

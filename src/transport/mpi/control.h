@@ -48,8 +48,8 @@ struct ControlMessage {
   int32_t op = 0;
   int32_t round = 0;
   uint32_t flags = 0;
-  int32_t count = 0;                             // addresses used
-  uint64_t address[2 * BASP_MAX_TENSORS] = {};   // inputs then outputs (round 1)
+  int32_t count = 0;                            // addresses used
+  uint64_t address[2 * BASP_MAX_TENSORS] = {};  // inputs then outputs (round 1)
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on

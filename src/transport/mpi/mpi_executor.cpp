@@ -137,8 +137,9 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
   const int64_t min_want = wants[0];
   const int64_t max_want = -wants[1];
   if (min_want == kWantP2P) return make_p2p_path(context, group.comm);  // p2p anywhere wins: every rank can do it
-  BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto, "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ",
-                 context.group->where, " and staged on others: set the same value on every rank");
+  BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto,
+                 "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ", context.group->where,
+                 " and staged on others: set the same value on every rank");
   const int64_t forced = max_want;  // kWantAuto when nobody forced a path
   // Same node? (Blocking, but every rank is inside this call since the bounded round above.)
   MPI_Comm node = MPI_COMM_NULL;

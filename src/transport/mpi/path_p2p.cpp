@@ -114,8 +114,8 @@ class P2pPath final : public ExchangePath {
         std::byte* chunk = workspace_.get() + p.workspace_offset(t, j);
         layout::pack_seq_rows(p.tensors[t], static_cast<const std::byte*>(x.inputs[t]), chunk, j);
         request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm,
-                                 &requests_[nreq_]));
+        BASP_MPI_CHECK(
+            MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq_]));
         ++nreq_;
       }
     }
@@ -139,8 +139,8 @@ class P2pPath final : public ExchangePath {
       for (int32_t t = 0; t < n; ++t) {
         std::byte* chunk = workspace_.get() + p.workspace_offset(t, j);
         request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm,
-                                 &requests_[nreq_]));
+        BASP_MPI_CHECK(
+            MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq_]));
         ++nreq_;
       }
     }
@@ -182,7 +182,7 @@ class P2pPath final : public ExchangePath {
   }
 
   PathContext c_;
-  OwnedComm comm_;  // the plan's own: its data tags never meet another plan's
+  OwnedComm comm_;                     // the plan's own: its data tags never meet another plan's
   std::vector<OwnedType> row_types_;   // one row of tensor t, contiguous bytes
   std::vector<OwnedType> head_types_;  // one peer's rows of tensor t in the head-sharded tensor
   std::vector<int> row_counts_;

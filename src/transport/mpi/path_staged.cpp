@@ -75,8 +75,9 @@ class StagedPath final : public ExchangePath {
       for (int32_t j = 0; j < p.group_size; ++j) all_staged = all_staged && (c_.control->peer(j).flags & kFlagStaged);
       if (!all_staged) {
         if (!staged) fill_region(x);
-        c_.control->round(kReady, x.deadline, "the staged path's second arrival (tensors in basp_mem_alloc memory "
-                                              "on some ranks of the group only)");
+        c_.control->round(kReady, x.deadline,
+                          "the staged path's second arrival (tensors in basp_mem_alloc memory "
+                          "on some ranks of the group only)");
       }
       copy_out(x);
     }
@@ -130,11 +131,11 @@ class StagedPath final : public ExchangePath {
 
   PathContext c_;
   SharedPath shared_;
-  SharedMemory staging_;               // this rank's region and every peer's mapping
-  int64_t bytes_ = 0;                  // the size of each region
-  std::vector<int64_t> offset_;        // where tensor t's chunks start in a region
-  std::vector<std::byte*> base_;       // each position's region, mapped here
-  std::vector<std::byte*> wire_;       // scratch: one chunk pointer per position
+  SharedMemory staging_;          // this rank's region and every peer's mapping
+  int64_t bytes_ = 0;             // the size of each region
+  std::vector<int64_t> offset_;   // where tensor t's chunks start in a region
+  std::vector<std::byte*> base_;  // each position's region, mapped here
+  std::vector<std::byte*> wire_;  // scratch: one chunk pointer per position
 };
 
 }  // namespace

@@ -73,8 +73,7 @@ class SplitConnector final : public Connector {
     DeviceScope scope(parent_.device());
     ncclComm_t group = nullptr;
     BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), spec.index, spec.position, &group, nullptr));
-    BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", spec.index,
-               ") returned no communicator");
+    BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", spec.index, ") returned no communicator");
     return connected(group, parent_.device(), spec, deadline);
   }
 
@@ -105,8 +104,8 @@ class InitConnector final : public Connector {
     // Every rank checks every group's offer, so that a failure anywhere fails every rank, not one group only.
     for (size_t r = 0; r < all.size(); ++r) {
       BASP_CHECK(all[r].result == -1 || all[r].result == ncclSuccess, BASP_ERROR_NCCL,
-                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r], " (the first rank of its group): ",
-                 ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
+                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r],
+                 " (the first rank of its group): ", ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
     }
     const Offer& root = all[static_cast<size_t>(spec.members[0])];
     DeviceScope scope(device_);

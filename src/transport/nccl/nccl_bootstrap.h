@@ -32,8 +32,8 @@ class NcclBootstrap final : public Bootstrap {
   int device() const { return device_; }
 
  private:
-  ncclComm_t parent_ = nullptr;         // set for a parent
-  std::shared_ptr<GroupComm> group_;    // set for a group
+  ncclComm_t parent_ = nullptr;       // set for a parent
+  std::shared_ptr<GroupComm> group_;  // set for a group
   int device_ = -1;
   int32_t rank_ = 0;
   std::vector<int32_t> labels_;

@@ -33,8 +33,8 @@ class GroupComm {
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
                  const detail::Deadline& deadline);
   // The same for a uniform all-to-all of `bytes_per_peer` bytes per peer (send and recv: size * bytes_per_peer).
-  void alltoall(const void* send, size_t bytes_per_peer, void* recv, const std::string& step,
-                const std::string& where, const detail::Deadline& deadline);
+  void alltoall(const void* send, size_t bytes_per_peer, void* recv, const std::string& step, const std::string& where,
+                const detail::Deadline& deadline);
 
  private:
   void collective(const HostCollective& op, const std::string& step, const std::string& where,

@@ -44,12 +44,11 @@ void OobBootstrap::allgather(const void* send, size_t bytes, void* recv, const s
   buffers->recv.resize(bytes * static_cast<size_t>(oob_.num_ranks));
   if (bytes > 0) std::memcpy(buffers->send.data(), send, bytes);
   void* request = nullptr;
-  const int started =
-      oob_.allgather_start(oob_.user_data, buffers->send.data(), buffers->recv.data(), bytes, &request);
+  const int started = oob_.allgather_start(oob_.user_data, buffers->send.data(), buffers->recv.data(), bytes, &request);
   if (started != BASP_OOB_SUCCESS) {
     // Nothing was started: the buffers are the library's again.
-    detail::fail(BASP_ERROR_OOB, "oob->allgather_start returned ", started, " (not BASP_OOB_SUCCESS) in ", step,
-                 " in ", where_);
+    detail::fail(BASP_ERROR_OOB, "oob->allgather_start returned ", started, " (not BASP_OOB_SUCCESS) in ", step, " in ",
+                 where_);
   }
   for (;;) {
     const int tested = oob_.allgather_test(oob_.user_data, request);
@@ -63,8 +62,8 @@ void OobBootstrap::allgather(const void* send, size_t bytes, void* recv, const s
     if (deadline.expired()) {
       oob_.allgather_free(oob_.user_data, request);
       detail::keep_forever(buffers);  // the abandoned all-gather may still write them
-      detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ", deadline.timeout_ms(),
-                   " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where_,
+      detail::fail(BASP_ERROR_TIMEOUT, "timed out after ", deadline.elapsed_ms(), " ms (timeout ",
+                   deadline.timeout_ms(), " ms: config->timeout_ms or BASP_TIMEOUT_MS) in ", step, " in ", where_,
                    ": a rank did not join the out-of-band all-gather (oob->allgather_test never completed)");
     }
     if (deadline.elapsed_ms() >= kSpinMs) {
