@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "basp/basp.h"
@@ -148,6 +149,29 @@ TEST_CASE("comm creation: bad arguments are named and create nothing", "[capi]")
   REQUIRE(basp_comm_create_mpi(world, &big.v1, &comm) == BASP_SUCCESS);
   CHECK(last().empty());
   CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+}
+
+TEST_CASE("the last error is per thread: one thread's message never shows on another", "[capi]") {
+  const basp_comm_config_t bad = config(-5);
+  basp_comm_t comm = nullptr;
+  REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &bad, &comm) == BASP_ERROR_INVALID_ARGUMENT);
+  const std::string mine = last();
+  REQUIRE_THAT(mine, Catch::Contains("micro_batch (-5)"));
+  std::string seen_before, seen_after;
+  std::thread other([&] {
+    seen_before = basp_last_error();  // nothing failed on this thread yet
+    basp_rank_info_t info = BASP_RANK_INFO_INITIALIZER;
+    basp_comm_query(nullptr, -1, 0, &info);  // fails here: this thread's own message
+    seen_after = basp_last_error();
+  });
+  other.join();
+  CHECK(seen_before.empty());
+  CHECK_THAT(seen_after, Catch::Contains("basp_comm_query: comm is NULL"));
+  CHECK(last() == mine);  // the other thread's failure did not replace this one's
+  CHECK(basp_dtype_size(BASP_DTYPE_FP32) == 4);
+  CHECK(last() == mine);  // a call that sets no status leaves it
+  CHECK(basp_get_version(nullptr, nullptr, nullptr) == BASP_SUCCESS);
+  CHECK(last().empty());  // a successful call clears it, on this thread only
 }
 
 TEST_CASE("bad handles are rejected without being dereferenced", "[capi]") {

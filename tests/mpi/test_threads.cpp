@@ -2,7 +2,9 @@
 // threads per rank each drive their own comm (created from their own duplicate of MPI_COMM_WORLD) and plans:
 // creation, exchanges checked bit for bit, basp_mem_alloc/free, destruction; meanwhile an observer thread
 // queries a comm and a plan that another thread is executing (the calls documented as callable from any thread
-// at any time). Exits 77 (skipped) when MPI does not provide MPI_THREAD_MULTIPLE.
+// at any time). Then several threads execute different plans of one comm at the same time (allowed: their control
+// messages travel on one communicator, each plan on its own tag), every exchange checked bit for bit. Exits 77
+// (skipped) when MPI does not provide MPI_THREAD_MULTIPLE.
 //
 // usage: test_threads [threads] [iterations]
 #include <mpi.h>
@@ -98,6 +100,40 @@ void observer(Shared* shared) {
   shared->comm = nullptr;
 }
 
+// Threads executing different plans of one comm at once: plans are made on the main thread (creation is one
+// collective call per comm at a time), then each thread runs its own plan.
+void one_comm_many_plans(MPI_Comm parent, int threads, int iterations) {
+  basp_comm_config_t c = BASP_COMM_CONFIG_INITIALIZER;
+  c.micro_batch = 1;
+  c.placement = BASP_PLACEMENT_CONTIGUOUS;
+  c.timeout_ms = 120000;
+  basp_comm_t comm = nullptr;
+  if (basp_comm_create_mpi(MPI_Comm_c2f(parent), &c, &comm) != BASP_SUCCESS) return fail(-1, "shared comm create");
+  std::vector<basp_plan_desc_t> descs;
+  std::vector<basp_plan_t> plans;
+  for (int t = 0; t < threads; ++t) {
+    descs.push_back(desc(t));
+    basp_plan_t plan = nullptr;
+    if (basp_plan_create(comm, &descs.back(), &plan) != BASP_SUCCESS) fail(t, "shared comm: plan create");
+    plans.push_back(plan);
+  }
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      if (plans[static_cast<size_t>(t)] == nullptr) return;
+      for (int i = 0; i < iterations; ++i) {
+        if (!basp::test::exchange_is_exact(comm, plans[static_cast<size_t>(t)], descs[static_cast<size_t>(t)],
+                                           static_cast<uint64_t>(7000 + t * 100 + i))) {
+          fail(t, "shared comm: exchange");
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (basp_plan_t plan : plans) basp_plan_destroy(plan);
+  basp_comm_destroy(comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +157,7 @@ int main(int argc, char** argv) {
   std::thread watch(observer, &shared);
   for (auto& th : pool) th.join();
   watch.join();
+  one_comm_many_plans(parents[0], threads, iterations);
   for (auto& p : parents) MPI_Comm_free(&p);
   int mine = g_failures.load();
   int worst = 0;
