@@ -87,8 +87,8 @@ for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_ncc
     *) result[$t]="FAILED (exit $rc)" ;;
   esac
 done
-# The Python binding on the GPU (PyTorch tensors, streams, BaspAttention), with no MPI: the comm is made from a
-# one-rank NCCL communicator (python/tests/test_cuda.py --no-mpi; CTest python_cuda_nompi).
+# The Python binding on the GPU (PyTorch tensors, streams, BaspAttention), with no MPI: the comm is made by
+# Comm.from_oob over a one-rank all-gather in pure Python (python/tests/test_cuda.py --no-mpi; python_cuda_nompi).
 py_result="not run: python3 has no torch"
 if python3 -c "import torch" >/dev/null 2>&1; then
   say ""

@@ -7,6 +7,7 @@
     q_h, k_h, v_h = plan.scatter([q, k, v])                   # sequence-sharded -> head-sharded
     (out,) = plan.gather([out_h])                             # and back (with a one-tensor plan)
 
+Without MPI, basp.Comm.from_oob makes an NCCL-backend comm over any framework's all-gather (a basp.OobAllgather).
 The library is found through $BASP_LIBRARY, next to the installed package, or the dynamic linker's search.
 PyTorch integration (autograd, BaspAttention) lives in basp.torch.
 """
@@ -15,11 +16,12 @@ from ._abi import (MAX_DIMS, MAX_TENSORS, Backend, CommConfig, Dtype, Layout, Oo
 from ._library import last_error, load as load_library, path as library_path, status_string, version
 from .comm import Comm, RankInfo
 from .errors import Error
+from .oob import OobAllgather
 from .plan import Plan, PlanInfo
 from . import data
 
 __all__ = [
-    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS", "OobStruct", "Path",
-    "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct", "Status", "data",
-    "last_error", "library_path", "load_library", "status_string", "version",
+    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS", "OobAllgather",
+    "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct",
+    "Status", "data", "last_error", "library_path", "load_library", "status_string", "version",
 ]

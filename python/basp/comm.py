@@ -1,4 +1,5 @@
-"""basp.Comm: the groups of the world for one micro-batch size, created from an mpi4py communicator."""
+"""basp.Comm: the groups of the world for one micro-batch size, created from an mpi4py communicator, an NCCL
+communicator or any framework's all-gather (basp.OobAllgather)."""
 from __future__ import annotations
 
 import ctypes
@@ -9,6 +10,7 @@ from ._abi import Backend, Layout, Placement
 from ._arrays import DtypeLike
 from ._handle import CommHandle
 from .errors import Error, invalid_argument
+from .oob import Channel
 from .plan import LayoutLike, Plan
 
 BackendLike = Union[Backend, int, str]  # a member, its int, or its name ("nccl")
@@ -83,6 +85,21 @@ def _enum_value(enum_type: Type[Any], value: Union[int, str], name: str) -> int:
     return int(value)
 
 
+def _config(where: str, config: Optional[_abi.CommConfig], micro_batch: Optional[int], num_groups: Optional[int],
+            backend: BackendLike, placement: PlacementLike, timeout_ms: Optional[int] = None) -> _abi.CommConfig:
+    """The creation's config: `config` as given (checked to be one), or one made from the keyword arguments."""
+    if config is not None:
+        if not isinstance(config, _abi.CommConfig):
+            raise invalid_argument("%s: config (a %s) is not a basp.CommConfig" % (where, type(config).__name__))
+        return config
+    if micro_batch is None:
+        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+    return _abi.CommConfig(micro_batch=int(micro_batch), num_groups=-1 if num_groups is None else int(num_groups),
+                           backend=_enum_value(Backend, backend, "backend"),
+                           placement=_enum_value(Placement, placement, "placement"),
+                           timeout_ms=-1 if timeout_ms is None else int(timeout_ms))
+
+
 class Comm(CommHandle):
     """Collective over `mpi_comm`: splits it into G groups of K ranks for micro-batches of `micro_batch` sequences.
 
@@ -95,15 +112,7 @@ class Comm(CommHandle):
                  backend: BackendLike = Backend.MPI, placement: PlacementLike = Placement.DEFAULT,
                  config: Optional[_abi.CommConfig] = None) -> None:
         fint = _fortran_handle(mpi_comm)
-        if config is None:
-            if micro_batch is None:
-                raise invalid_argument("basp.Comm: micro_batch is required (sequences per micro-batch, B)")
-            config = _abi.CommConfig(micro_batch=int(micro_batch),
-                                     num_groups=-1 if num_groups is None else int(num_groups),
-                                     backend=_enum_value(Backend, backend, "backend"),
-                                     placement=_enum_value(Placement, placement, "placement"))
-        elif not isinstance(config, _abi.CommConfig):
-            raise invalid_argument("basp.Comm: config (a %s) is not a basp.CommConfig" % type(config).__name__)
+        config = _config("basp.Comm", config, micro_batch, num_groups, backend, placement)
         lib = _library.lib()
         handle = ctypes.c_void_p()
         _library.check(lib.basp_comm_create_mpi(fint, ctypes.byref(config), ctypes.byref(handle)))
@@ -118,19 +127,37 @@ class Comm(CommHandle):
         if isinstance(nccl_comm, bool) or not isinstance(nccl_comm, int):
             raise invalid_argument("basp.Comm.from_nccl: nccl_comm (%r, a %s) must be the ncclComm_t as an int" % (
                 nccl_comm, type(nccl_comm).__name__))
-        if config is None:
-            if micro_batch is None:
-                raise invalid_argument("basp.Comm.from_nccl: micro_batch is required (sequences per micro-batch, B)")
-            config = _abi.CommConfig(micro_batch=int(micro_batch),
-                                     num_groups=-1 if num_groups is None else int(num_groups),
-                                     backend=int(Backend.NCCL), placement=_enum_value(Placement, placement,
-                                                                                     "placement"))
-        elif not isinstance(config, _abi.CommConfig):
-            raise invalid_argument("basp.Comm.from_nccl: config (a %s) is not a basp.CommConfig"
-                                   % type(config).__name__)
+        config = _config("basp.Comm.from_nccl", config, micro_batch, num_groups, Backend.NCCL, placement)
         create = _library.require("basp_comm_create_nccl", "basp.Comm.from_nccl")
         handle = ctypes.c_void_p()
         _library.check(create(nccl_comm, ctypes.byref(config), ctypes.byref(handle)))
+        self = cls.__new__(cls)
+        self._adopt(handle.value, config, None)
+        return self
+
+    @classmethod
+    def from_oob(cls, oob: Any, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
+                 placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None,
+                 timeout_ms: Optional[int] = None) -> "Comm":
+        """Collective over the ranks of `oob`, a basp.OobAllgather (any framework's all-gather: torch.distributed,
+        JAX, a launcher's): an NCCL-backend comm on the calling thread's current CUDA device, without MPI. libbasp
+        runs its all-gathers during this call only. timeout_ms: how long a step may wait for the other ranks (None:
+        $BASP_TIMEOUT_MS or 5 minutes; 0: forever). `config` (backend NCCL) overrides the keyword arguments.
+
+        Every rank fails alike when the configs differ (BASP_ERROR_MISMATCH) or a rank has no usable CUDA device
+        (BASP_ERROR_CUDA); an exception in a method of `oob` fails that rank with BASP_ERROR_OOB naming it (the
+        exception is the error's __cause__; a KeyboardInterrupt is raised again as it was), and a rank whose
+        all-gather never completes with BASP_ERROR_TIMEOUT.
+        """
+        where = "basp.Comm.from_oob"
+        channel = Channel(oob, where)
+        config = _config(where, config, micro_batch, num_groups, Backend.NCCL, placement, timeout_ms)
+        create = _library.require("basp_comm_create_oob", where)
+        handle = ctypes.c_void_p()
+        # `channel`, a local until this method returns, keeps the struct and its callbacks alive through the call.
+        status = create(ctypes.byref(channel.struct), ctypes.byref(config), ctypes.byref(handle))
+        if status != _abi.Status.SUCCESS:
+            channel.raise_error(status, _library.last_error())
         self = cls.__new__(cls)
         self._adopt(handle.value, config, None)
         return self

@@ -14,15 +14,16 @@ each (S, dtype, device) and kept: every rank of a group must run the same forwar
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
-from . import _abi, _arrays, _nccl
-from ._abi import Layout, Placement, Status
+from . import _abi, _arrays
+from ._abi import Layout, Placement
 from .comm import Comm, PlacementLike
-from .errors import Error, invalid_argument
+from .errors import invalid_argument
+from .oob import OobAllgather
 from .plan import LayoutLike, Plan
 
 # fn(q, k, v, causal) -> out, on head-sharded [b, h, S, D] tensors.
@@ -176,64 +177,92 @@ class BaspAttention(torch.nn.Module):
             self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, self.comm.group_size)
 
 
-def comm_from_process_group(micro_batch: Optional[int] = None, group: Any = None, num_groups: Optional[int] = None,
-                            placement: PlacementLike = Placement.DEFAULT,
-                            config: Optional[_abi.CommConfig] = None) -> Comm:
-    """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
-    world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
-
-    The ranks first check that each has a CUDA device (torch.distributed.all_gather_object); rank 0 makes an NCCL
-    unique id, torch.distributed broadcasts it (any backend: gloo or nccl), every rank joins an NCCL communicator
-    on its current CUDA device (`torch.cuda.set_device` first), and Comm.from_nccl splits it into the BASP groups;
-    that communicator is then destroyed (on every rank, at the same point; aborted if the comm could not be made),
-    the comm keeps its own. Arguments as for basp.Comm.from_nccl."""
+def _group_device(group: Any) -> torch.device:
+    """Where the group's collectives take tensors: the current CUDA device for an NCCL group, else the CPU (gloo,
+    mpi, and mixed backends such as "cpu:gloo,cuda:nccl", whose gloo part takes CPU tensors)."""
     import torch.distributed as dist
 
-    where = "basp.torch.comm_from_process_group"
-    if micro_batch is None and config is None:
-        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+    if str(dist.get_backend(group)).lower() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _process_group_rank(group: Any, where: str) -> Tuple[int, int]:
+    """(rank in the group, group size), or basp.Error when torch.distributed is not up or this is no member."""
+    import torch.distributed as dist
+
     if not dist.is_available() or not dist.is_initialized():
         raise invalid_argument("%s: torch.distributed is not initialised (call torch.distributed.init_process_group "
                                "first)" % where)
     rank = dist.get_rank(group)
     if rank < 0:
-        raise invalid_argument("%s: this process is not a member of the group" % where)
-    size = dist.get_world_size(group)
-    # Every rank's readiness first (a CUDA device), then rank 0's unique id, whose outcome travels with it: a
-    # failure on any rank fails every rank instead of leaving the others waiting in NCCL.
-    mine = None if torch.cuda.is_available() else "PyTorch %s sees no CUDA device" % torch.__version__
-    states = [None] * size
-    dist.all_gather_object(states, mine, group=group)
-    problems = ["rank %d: %s" % (r, s) for r, s in enumerate(states) if s is not None]
-    if problems:
-        raise Error(Status.ERROR_CUDA, "%s: the NCCL backend needs a CUDA device on every rank: %s"
-                    % (where, "; ".join(problems)))
-    payload = [None]
-    if rank == 0:
-        try:
-            payload[0] = ("ok", _nccl.unique_id())
-        except Error as e:
-            payload[0] = ("error", str(e))
-    if group is None:
-        src = 0
-    else:
-        global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank
-        src = global_rank(group, 0)
-    dist.broadcast_object_list(payload, src=src, group=group)
-    kind, value = payload[0]
-    if kind != "ok":
-        raise Error(Status.ERROR_NCCL, "%s: rank 0 of the group could not make an NCCL unique id: %s"
-                    % (where, value))
-    parent = _nccl.init_rank(size, value, rank)
-    try:
-        comm = Comm.from_nccl(parent, micro_batch=micro_batch, num_groups=num_groups, placement=placement,
-                              config=config)
-    except BaseException:
-        # A collective may still be enqueued on the parent (a timeout): abort it, and keep the original error.
-        try:
-            _nccl.abort(parent)
-        except Error:
-            pass
-        raise
-    _nccl.destroy(parent)
-    return comm
+        raise invalid_argument("%s: this process is not a member of the group (%r)" % (where, group))
+    return rank, dist.get_world_size(group)
+
+
+class _Gather:
+    """One all-gather in flight: the torch Work, its tensors, and the library's recv buffer to fill once done."""
+
+    def __init__(self, work: Any, outputs: List[torch.Tensor], recv: memoryview) -> None:
+        self.work = work
+        self.outputs = outputs
+        self.recv = recv
+        self.done = False
+
+
+class ProcessGroupAllgather(OobAllgather):
+    """basp.OobAllgather over a torch.distributed process group (default: the world): all_gather of uint8 tensors
+    with async_op=True, on the group's device (CUDA for an NCCL group, CPU otherwise), tested with
+    Work.is_completed(). An all-gather the library gives up on (timeout) is kept with its tensors until the process
+    ends, since the process group may still run it."""
+
+    # Operations freed unfinished: the process group may still write their tensors.
+    _abandoned: List[_Gather] = []
+
+    def __init__(self, group: Any = None) -> None:
+        rank, size = _process_group_rank(group, "basp.torch.ProcessGroupAllgather")
+        super().__init__(rank, size)
+        self.group = group
+        self.device = _group_device(group)
+
+    def start(self, send: memoryview, recv: memoryview, nbytes: int) -> _Gather:
+        import torch.distributed as dist
+
+        # A copy: torch.frombuffer of a read-only buffer warns, and a CUDA group needs device memory anyway. An empty
+        # all-gather still runs (it may be the ranks' meeting point), as one byte: gloo divides by the size.
+        mine = torch.frombuffer(bytearray(send), dtype=torch.uint8) if nbytes else torch.zeros(1, dtype=torch.uint8)
+        mine = mine.to(self.device)
+        outputs = [torch.empty(max(nbytes, 1), dtype=torch.uint8, device=self.device) for _ in range(self.size)]
+        return _Gather(dist.all_gather(outputs, mine, group=self.group, async_op=True), outputs, recv)
+
+    def test(self, handle: _Gather) -> bool:
+        if not handle.work.is_completed():
+            return False
+        handle.work.wait()  # raises what made a completed operation fail
+        if len(handle.recv):
+            torch.frombuffer(handle.recv, dtype=torch.uint8).copy_(torch.cat(handle.outputs).cpu())
+        handle.done = True
+        return True
+
+    def free(self, handle: _Gather) -> None:
+        handle.recv = memoryview(b"")  # the library's memory: not referenced past free
+        if not handle.done:
+            ProcessGroupAllgather._abandoned.append(handle)
+
+
+def comm_from_process_group(micro_batch: Optional[int] = None, group: Any = None, num_groups: Optional[int] = None,
+                            placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None,
+                            timeout_ms: Optional[int] = None) -> Comm:
+    """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
+    world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
+
+    basp.Comm.from_oob over ProcessGroupAllgather(group): libbasp runs its agreement (the configs must match), its
+    readiness round (every rank needs a CUDA device: `torch.cuda.set_device` first) and the exchange of the groups'
+    NCCL unique ids over the process group's all_gather (any backend: gloo or nccl), then makes one NCCL
+    communicator per BASP group on each rank's current CUDA device. Arguments as for basp.Comm.from_oob."""
+    where = "basp.torch.comm_from_process_group"
+    if micro_batch is None and config is None:
+        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+    _process_group_rank(group, where)
+    return Comm.from_oob(ProcessGroupAllgather(group), micro_batch=micro_batch, num_groups=num_groups,
+                         placement=placement, config=config, timeout_ms=timeout_ms)

@@ -1,12 +1,14 @@
 """The binding's CUDA path on the NCCL backend: device tensors, the current stream, an explicit stream, a comm
-made from an existing NCCL communicator, and BaspAttention on the GPU against a float64 CPU reference. One rank
-(one GPU), so the group has K = 1 and the exchange is a device-local copy through the NCCL backend's path.
+made over an out-of-band all-gather (basp.Comm.from_oob), and BaspAttention on the GPU against a float64 CPU
+reference. One rank (one GPU), so the group has K = 1 and the exchange is a device-local copy through the NCCL
+backend's path.
 
 It runs two ways:
-  under mpirun with mpi4py (CTest python_cuda_np1): comms from MPI_COMM_WORLD, plus one from an NCCL comm;
+  under mpirun with mpi4py (CTest python_cuda_np1): comms from MPI_COMM_WORLD, plus one from a one-rank OOB;
   with no MPI at all (`test_cuda.py --no-mpi`, what scripts/device-check.sh runs against its GPU-only libbasp,
-  and what happens when mpi4py cannot be imported): every comm is built on a one-rank NCCL communicator that the
-  test creates through libnccl (ncclCommInitAll) and hands to basp.Comm.from_nccl.
+  and what happens when mpi4py cannot be imported): every comm is made by basp.Comm.from_oob over a one-rank
+  all-gather in pure Python (it copies send to recv), so libbasp creates the group's NCCL communicator itself
+  (ncclGetUniqueId, ncclCommInitRank) on the GPU.
 
 Exits 77 (CTest: skipped, never passed) when PyTorch sees no CUDA device."""
 import contextlib
@@ -32,66 +34,79 @@ if not NO_MPI:
 
 import basp  # noqa: E402 -- after the skip, so that a machine without a GPU loads nothing
 import basp.torch as bt  # noqa: E402
-from basp import _nccl  # noqa: E402
 from harness import check, expect_error, run  # noqa: E402
 
 torch.cuda.set_device(0 if WORLD is None else WORLD.Get_rank() % torch.cuda.device_count())
 DEV = torch.device("cuda", torch.cuda.current_device())
-print("libnccl.so.2 in this process: version code %d" % _nccl.version(), flush=True)
+print("PyTorch %s (CUDA %s) on %s" % (torch.__version__, torch.version.cuda, torch.cuda.get_device_name(DEV)),
+      flush=True)
 
 
-@contextlib.contextmanager
-def one_rank_nccl_comm():
-    """An ncclComm_t (as an int) of one rank on the current device, made through the process's libnccl.so.2
-    (basp._nccl), destroyed on exit."""
+class SelfAllgather(basp.OobAllgather):
+    """The all-gather of a world of one rank: recv is send. Counts its calls, to show the library used it."""
+
+    def __init__(self):
+        super().__init__(0, 1)
+        self.calls = {"start": 0, "test": 0, "free": 0}
+
+    def start(self, send, recv, nbytes):
+        self.calls["start"] += 1
+        recv[:nbytes] = send
+        return nbytes
+
+    def test(self, handle):
+        self.calls["test"] += 1
+        return True
+
+    def free(self, handle):
+        self.calls["free"] += 1
+
+
+def one_rank_oob_comm(micro_batch):
+    """basp.Comm.from_oob over SelfAllgather on the current device, checked to have used the all-gather."""
     torch.zeros(1, device=DEV)  # the device's primary context, current on this thread
-    comm = _nccl.init_all([DEV.index])[0]
-    try:
-        yield comm
-    finally:
-        _nccl.destroy(comm)
+    oob = SelfAllgather()
+    comm = basp.Comm.from_oob(oob, micro_batch=micro_batch, timeout_ms=60000)
+    check.true(oob.calls["start"] >= 3 and oob.calls["free"] == oob.calls["start"],
+               "the creation ran its all-gathers over the OOB, each freed: %r" % oob.calls)
+    return comm
 
 
 @contextlib.contextmanager
 def nccl_backend_comm(micro_batch):
-    """A basp.Comm on the NCCL backend: from MPI_COMM_WORLD, or (no MPI) from a one-rank NCCL comm."""
+    """A basp.Comm on the NCCL backend: from MPI_COMM_WORLD, or (no MPI) over a one-rank OOB."""
     if WORLD is not None:
         with basp.Comm(WORLD, micro_batch=micro_batch, backend="nccl") as comm:
             yield comm
         return
-    with one_rank_nccl_comm() as raw:
-        comm = basp.Comm.from_nccl(raw, micro_batch=micro_batch)
-        try:
-            yield comm
-        finally:
-            comm.close()  # before the NCCL comm it was made from
+    with one_rank_oob_comm(micro_batch) as comm:
+        yield comm
 
 
-def test_comm_from_an_existing_nccl_comm():
-    with one_rank_nccl_comm() as raw:
-        with basp.Comm.from_nccl(raw, micro_batch=3) as comm:
-            check.equal(comm.backend, basp.Backend.NCCL, "an NCCL comm")
-            check.equal((comm.world_size, comm.group_size, comm.num_groups), (1, 1, 1), "one rank, K = 1, G = 1")
-            plan = comm.plan(6, 24, [4, 2], torch.float16)
-            # Values that are a function of the coordinates (b, s, h, d), distinct for every element.
-            ins = []
-            for t, heads in enumerate((4, 2)):
-                check.equal(tuple(plan.seq_sharded_shape(t)), (3, 6, heads, 24), "tensor %d, sequence-sharded" % t)
-                b, s, h, d = torch.meshgrid(*(torch.arange(n, device=DEV) for n in (3, 6, heads, 24)),
-                                            indexing="ij")
-                ins.append((t * 4096 + ((b * 6 + s) * heads + h) * 24 + d).to(torch.int16).view(torch.float16))
-            outs = plan.scatter(ins, [torch.full_like(x, float("nan")) for x in ins])
-            torch.cuda.synchronize()
-            # K = 1: the head-sharded tensors are the whole tensors.
-            check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, outs)),
-                       "K = 1 scatter is the identity, bit for bit")
-            check.equal(plan.query().last_path, basp.Path.LOCAL, "K = 1 takes the device-local path")
-            back = plan.gather(outs, [torch.full_like(x, float("nan")) for x in ins])
-            torch.cuda.synchronize()
-            check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, back)),
-                       "gather restores the inputs, bit for bit")
-            check.true(comm.async_error() is None, "no asynchronous error")
-            plan.close()
+def test_comm_from_a_one_rank_oob():
+    with one_rank_oob_comm(micro_batch=3) as comm:
+        check.equal(comm.backend, basp.Backend.NCCL, "an NCCL comm")
+        check.equal((comm.world_size, comm.group_size, comm.num_groups), (1, 1, 1), "one rank, K = 1, G = 1")
+        plan = comm.plan(6, 24, [4, 2], torch.float16)
+        # Values that are a function of the coordinates (b, s, h, d), distinct for every element.
+        ins = []
+        for t, heads in enumerate((4, 2)):
+            check.equal(tuple(plan.seq_sharded_shape(t)), (3, 6, heads, 24), "tensor %d, sequence-sharded" % t)
+            b, s, h, d = torch.meshgrid(*(torch.arange(n, device=DEV) for n in (3, 6, heads, 24)),
+                                        indexing="ij")
+            ins.append((t * 4096 + ((b * 6 + s) * heads + h) * 24 + d).to(torch.int16).view(torch.float16))
+        outs = plan.scatter(ins, [torch.full_like(x, float("nan")) for x in ins])
+        torch.cuda.synchronize()
+        # K = 1: the head-sharded tensors are the whole tensors.
+        check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, outs)),
+                   "K = 1 scatter is the identity, bit for bit")
+        check.equal(plan.query().last_path, basp.Path.LOCAL, "K = 1 takes the device-local path")
+        back = plan.gather(outs, [torch.full_like(x, float("nan")) for x in ins])
+        torch.cuda.synchronize()
+        check.true(all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(ins, back)),
+                   "gather restores the inputs, bit for bit")
+        check.true(comm.async_error() is None, "no asynchronous error")
+        plan.close()
 
 
 def test_scatter_gather_on_device_streams():
