@@ -8,8 +8,11 @@
 #ifndef BASP_BASP_HPP
 #define BASP_BASP_HPP
 
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -70,7 +73,56 @@ struct RankInfo : basp_rank_info_v1 {
 
 struct PlanInfo : basp_plan_info_v1 {
   PlanInfo() : basp_plan_info_v1(BASP_PLAN_INFO_INITIALIZER) {}
+  // Tensor t's shapes, `ndim` dimensions in the layout's own order.
+  std::vector<int64_t> seq_shape(int32_t t) const { return dims(seq_sharded_shape[t]); }
+  std::vector<int64_t> head_shape(int32_t t) const { return dims(head_sharded_shape[t]); }
+
+ private:
+  std::vector<int64_t> dims(const int64_t* d) const { return std::vector<int64_t>(d, d + ndim); }
 };
+
+// A basp_oob_t over any object with
+//   void* start(const void* send, void* recv, size_t bytes);   // starts the all-gather, returns its handle
+//   bool test(void* handle);                                     // true once complete
+//   void free(void* handle);
+// whose methods may throw: an exception becomes an error code (the library reports BASP_ERROR_OOB), never crosses
+// the C ABI. `impl` must outlive basp_comm_create_oob.
+template <typename Impl>
+basp_oob_t make_oob(Impl& impl, int32_t rank, int32_t num_ranks) {
+  struct Calls {
+    static int start(void* u, const void* send, void* recv, size_t bytes, void** request) noexcept {
+      try {
+        *request = static_cast<Impl*>(u)->start(send, recv, bytes);
+        return BASP_OOB_SUCCESS;
+      } catch (...) {
+        return -1;
+      }
+    }
+    static int test(void* u, void* request) noexcept {
+      try {
+        return static_cast<Impl*>(u)->test(request) ? BASP_OOB_SUCCESS : BASP_OOB_IN_PROGRESS;
+      } catch (...) {
+        return -1;
+      }
+    }
+    static int release(void* u, void* request) noexcept {
+      try {
+        static_cast<Impl*>(u)->free(request);
+        return BASP_OOB_SUCCESS;
+      } catch (...) {
+        return -1;
+      }
+    }
+  };
+  basp_oob_t oob = BASP_OOB_INITIALIZER;
+  oob.rank = rank;
+  oob.num_ranks = num_ranks;
+  oob.user_data = &impl;
+  oob.allgather_start = &Calls::start;
+  oob.allgather_test = &Calls::test;
+  oob.allgather_free = &Calls::release;
+  return oob;
+}
 
 class Comm {
  public:
@@ -96,6 +148,20 @@ class Comm {
     return Comm(h);
   }
 
+  // Collective over an ncclComm_t (passed as void*); config.backend must be BASP_BACKEND_NCCL.
+  static Comm from_nccl(void* nccl_comm, const CommConfig& config) {
+    basp_comm_t h = nullptr;
+    check(basp_comm_create_nccl(nccl_comm, &config, &h));
+    return Comm(h);
+  }
+
+  // Collective over the ranks of `oob` (see make_oob); config.backend must be BASP_BACKEND_NCCL.
+  static Comm from_oob(const basp_oob_t& oob, const CommConfig& config) {
+    basp_comm_t h = nullptr;
+    check(basp_comm_create_oob(&oob, &config, &h));
+    return Comm(h);
+  }
+
   // seq_len 0: no token range.
   RankInfo query(int64_t seq_len = 0, int32_t rank = -1) const {
     RankInfo info;
@@ -109,6 +175,26 @@ class Comm {
     check(basp_comm_group_ranks(handle_, group_index, ranks.data(), self.group_size));
     return ranks;
   }
+
+  // Collective over the group: memory its ranks map into each other (MPI backend), and its release.
+  void* mem_alloc(size_t bytes) const {
+    void* ptr = nullptr;
+    check(basp_mem_alloc(handle_, bytes, &ptr));
+    return ptr;
+  }
+  void mem_free(void* ptr) const { check(basp_mem_free(handle_, ptr)); }
+
+  // The backend's asynchronous failure, or what broke the comm; std::nullopt while healthy.
+  std::optional<Error> async_error() const {
+    basp_status_t status = BASP_SUCCESS;
+    char message[1024] = {0};
+    check(basp_comm_get_async_error(handle_, &status, message, sizeof(message)));
+    if (status == BASP_SUCCESS) return std::nullopt;
+    return Error(status, message);
+  }
+
+  // Aborts the comm's NCCL operations (NCCL backend); the comm is broken afterwards.
+  void abort() const { check(basp_comm_abort(handle_)); }
 
   basp_comm_t get() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
@@ -125,14 +211,18 @@ class Plan {
  public:
   Plan() = default;
   // Collective over the calling rank's group.
-  Plan(const Comm& comm, const PlanDesc& desc) { check(basp_plan_create(comm.get(), &desc, &handle_)); }
+  Plan(const Comm& comm, const PlanDesc& desc) : num_tensors_(static_cast<size_t>(desc.num_tensors)) {
+    check(basp_plan_create(comm.get(), &desc, &handle_));
+  }
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
-  Plan(Plan&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Plan(Plan&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)), num_tensors_(std::exchange(other.num_tensors_, 0)) {}
   Plan& operator=(Plan&& other) noexcept {
     if (this != &other) {
       reset();
       handle_ = std::exchange(other.handle_, nullptr);
+      num_tensors_ = std::exchange(other.num_tensors_, 0);
     }
     return *this;
   }
@@ -168,7 +258,7 @@ class Plan {
  private:
   using ExecFn = basp_status_t (*)(basp_plan_t, const void* const*, void* const*, void*);
   void run(const void* const* in, void* const* out, void* stream, size_t n_in, size_t n_out, ExecFn fn) {
-    const auto tensors = static_cast<size_t>(info().num_tensors);
+    const size_t tensors = num_tensors_;
     if (n_in != tensors || n_out != tensors) {
       throw Error(BASP_ERROR_INVALID_ARGUMENT, std::to_string(n_in) + " inputs and " + std::to_string(n_out) +
                                                    " outputs given, the plan has " + std::to_string(tensors) +
@@ -178,6 +268,7 @@ class Plan {
   }
 
   basp_plan_t handle_ = nullptr;
+  size_t num_tensors_ = 0;
 };
 
 inline std::string version_string() {

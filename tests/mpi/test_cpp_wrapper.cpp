@@ -1,0 +1,140 @@
+// The header-only C++ wrapper (include/basp/basp.hpp) over every entry point of the C ABI, under mpirun: RAII
+// comms and plans, exceptions carrying the status, the plan's shapes, shared memory, the async-error query and
+// abort, and the NCCL and out-of-band constructors (on the CPU: their documented errors; make_oob's callbacks turn
+// a C++ exception into BASP_ERROR_OOB instead of letting it cross the C ABI).
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <basp/basp.hpp>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "catch_mpi_session.h"
+#include "exchange_check.h"
+
+namespace {
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+basp_status_t status_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const basp::Error& e) {
+    return e.status();
+  }
+  return BASP_SUCCESS;
+}
+
+// make_oob's interface over MPI, on a private duplicate of the world.
+struct MpiAllgather {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool throw_in_start = false;
+  MpiAllgather() { MPI_Comm_dup(MPI_COMM_WORLD, &comm); }
+  ~MpiAllgather() { MPI_Comm_free(&comm); }
+  void* start(const void* send, void* recv, size_t bytes) {
+    if (throw_in_start) throw std::runtime_error("no network today");
+    auto* r = new MPI_Request(MPI_REQUEST_NULL);
+    MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm, r);
+    return r;
+  }
+  bool test(void* request) {
+    int done = 0;
+    MPI_Test(static_cast<MPI_Request*>(request), &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  }
+  void free(void* request) {
+    auto* r = static_cast<MPI_Request*>(request);
+    MPI_Wait(r, MPI_STATUS_IGNORE);
+    delete r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("C++: comm, plan, shapes and a bit-exact round trip", "[cpp]") {
+  const int n = world_size();
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+  REQUIRE(comm);
+  const basp::RankInfo me = comm.query(4 * n);
+  CHECK(me.group_size == n);
+  CHECK(comm.group_ranks(0).size() == static_cast<size_t>(n));
+
+  const basp_plan_desc_t raw = basp::test::byte_bshd_desc(4 * n, 8, 2, n);
+  basp::PlanDesc d;
+  static_cast<basp_plan_desc_v1&>(d) = raw;
+  basp::Plan plan(comm, d);
+  const basp::PlanInfo info = plan.info();
+  CHECK(info.ndim == 4);
+  CHECK(info.seq_shape(0) == std::vector<int64_t>{1, 4, 2 * n, 8});
+  CHECK(info.head_shape(0) == std::vector<int64_t>{1, 4 * n, 2, 8});
+  CHECK(info.head_begin[1] == me.group_position);
+  CHECK(info.head_end[1] == me.group_position + 1);
+
+  basp::test::ExchangeBuffers x = basp::test::make_buffers(comm.get(), raw, 5);
+  plan.scatter({x.seq[0].data(), x.seq[1].data()}, {x.head[0].data(), x.head[1].data()});
+  CHECK(basp::test::head_output_exact(comm.get(), raw, 5, x));
+  plan.gather({x.head[0].data(), x.head[1].data()}, {x.back[0].data(), x.back[1].data()});
+  CHECK(x.back == x.seq);
+  CHECK(status_of([&] { plan.scatter({x.seq[0].data()}, {x.head[0].data()}); }) == BASP_ERROR_INVALID_ARGUMENT);
+
+  // A plan moved from keeps working under its new owner.
+  basp::Plan moved = std::move(plan);
+  CHECK_FALSE(plan);
+  moved.scatter({x.seq[0].data(), x.seq[1].data()}, {x.head[0].data(), x.head[1].data()});
+}
+
+TEST_CASE("C++: shared memory, the async-error query and abort", "[cpp]") {
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+  void* p = comm.mem_alloc(4096);
+  REQUIRE(p != nullptr);
+  std::memset(p, 1, 4096);  // zeroed, writable host memory
+  comm.mem_free(p);
+  CHECK_FALSE(comm.async_error().has_value());
+  CHECK(status_of([&] { comm.abort(); }) == BASP_ERROR_UNSUPPORTED);  // MPI comms time out by themselves
+  CHECK(status_of([&] { comm.mem_alloc(0); }) == BASP_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C++: the NCCL and out-of-band constructors", "[cpp]") {
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  cfg.backend = BASP_BACKEND_NCCL;
+  cfg.timeout_ms = 20000;
+  CHECK(status_of([&] { basp::Comm::from_nccl(nullptr, cfg); }) == BASP_ERROR_NULL_POINTER);
+
+  MpiAllgather channel;
+  const basp_status_t made = status_of([&] {
+    basp::Comm c = basp::Comm::from_oob(basp::make_oob(channel, world_rank(), world_size()), cfg);
+    CHECK(c.query().world_size == world_size());
+  });
+  // Without NCCL, or without a GPU per rank, the documented statuses; with them, a comm.
+  CHECK((made == BASP_SUCCESS || made == BASP_ERROR_CUDA || made == BASP_ERROR_UNSUPPORTED));
+  if (!BASP_HAVE_NCCL) CHECK(made == BASP_ERROR_UNSUPPORTED);
+
+  // An exception in a callback is an error code across the C ABI: BASP_ERROR_OOB on every rank.
+  channel.throw_in_start = true;
+  CHECK(status_of([&] { basp::Comm::from_oob(basp::make_oob(channel, world_rank(), world_size()), cfg); }) ==
+        BASP_ERROR_OOB);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  return basp::test::run_catch_session_on_all_ranks(argc, argv);
+}
