@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +173,45 @@ TEST_CASE("the last error is per thread: one thread's message never shows on ano
   CHECK(last() == mine);  // a call that sets no status leaves it
   CHECK(basp_get_version(nullptr, nullptr, nullptr) == BASP_SUCCESS);
   CHECK(last().empty());  // a successful call clears it, on this thread only
+}
+
+// basp_plan_info_t grew in 0.2: a caller built against an older header passes its smaller size and gets exactly the
+// fields it knows; nothing past its size is written.
+TEST_CASE("plan info: older, smaller structs are served, and nothing past their size is written", "[capi]") {
+  const int n = world_size();
+  World w;
+  const basp_plan_desc_t d = qkv(8 * n, 2 * n, n);
+  basp_plan_t plan = nullptr;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  const size_t v01 = offsetof(basp_plan_info_v1, layout);       // 0.1: up to reserved0
+  const size_t first = offsetof(basp_plan_info_v1, last_path);  // the first release: before last_path
+  for (size_t size : {first, v01}) {
+    basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+    std::memset(&info, 0xab, sizeof(info));
+    info.size = size;
+    info.magic = BASP_PLAN_INFO_MAGIC;
+    info.version = BASP_PLAN_INFO_VERSION;
+    REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+    CHECK(info.num_tensors == 3);
+    CHECK(info.group_size == n);
+    CHECK(info.seq_sharded_elems[0] == 8 * 2 * n * 4);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&info);
+    bool untouched = true;
+    for (size_t i = size; i < sizeof(info); ++i) untouched = untouched && bytes[i] == 0xab;
+    CHECK(untouched);
+  }
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  info.size = first - 8;
+  CHECK(basp_plan_query(plan, &info) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("info->size"));
+  info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  CHECK(info.ndim == 4);
+  CHECK(info.layout == BASP_LAYOUT_BSHD);
+  CHECK(info.seq_sharded_shape[0][2] == 2 * n);
+  CHECK(info.head_sharded_shape[1][1] == 8 * n);
+  CHECK(info.plan_path != BASP_PATH_NONE);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 
 TEST_CASE("bad handles are rejected without being dereferenced", "[capi]") {
