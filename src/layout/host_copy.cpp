@@ -156,11 +156,22 @@ void unpack_seq_rows_group(const Geometry& g, const std::byte* const* wire, cons
       [&](int64_t r, int64_t j) { return j == me ? head + g.head_row_offset(r, me) : wire[j] + r * rb; });
 }
 
-void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j) {
-  copy_rows(g, Side::kHead, head, Side::kWire, wire, j);
+void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j, bool streaming) {
+  if (!streaming) return copy_rows(g, Side::kHead, head, Side::kWire, wire, j);
+  const int64_t block = g.block_rows() * g.row_bytes();
+  for (int64_t b = 0; b < g.num_blocks(); ++b) {
+    copy_streaming(wire + b * block, head + g.head_row_offset(b * g.block_rows(), j), static_cast<size_t>(block));
+  }
+  stream_fence();
 }
-void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j) {
-  copy_rows(g, Side::kWire, wire, Side::kHead, head, j);
+
+void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j, bool streaming) {
+  if (!streaming) return copy_rows(g, Side::kWire, wire, Side::kHead, head, j);
+  const int64_t block = g.block_rows() * g.row_bytes();
+  for (int64_t b = 0; b < g.num_blocks(); ++b) {
+    copy_streaming(head + g.head_row_offset(b * g.block_rows(), j), wire + b * block, static_cast<size_t>(block));
+  }
+  stream_fence();
 }
 
 }  // namespace basp::layout

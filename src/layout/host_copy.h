@@ -38,9 +38,10 @@ void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* con
                          bool streaming);
 void unpack_seq_rows_group(const Geometry& g, const std::byte* const* wire, const std::byte* head, std::byte* seq,
                            int64_t me, bool streaming);
-// Head-sharded tensor <-> packed chunk of peer j's rows (contiguous blocks: a few memcpy calls).
-void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j);
-void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j);
+// Head-sharded tensor <-> packed chunk of peer j's rows (contiguous blocks: a few memcpy calls; `streaming`:
+// non-temporal stores, for tensors much larger than the cache, ending with a store fence).
+void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j, bool streaming = false);
+void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j, bool streaming = false);
 
 // Copies n bytes like memcpy; with non-temporal stores where `dst` and `n` are multiples of 16 bytes on x86-64.
 // The caller issues stream_fence() before other threads or processes may read dst.

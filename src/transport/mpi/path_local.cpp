@@ -1,26 +1,36 @@
 // The local path (K = 1): the sequence-sharded and head-sharded tensors hold the same bytes; no control round.
+#include <cstring>
+
 #include "layout/host_copy.h"
 #include "transport/mpi/exchange_path.h"
 
 namespace basp::transport::mpi {
 namespace {
 
+constexpr size_t kStreamingMinBytes = size_t{4} << 20;  // as the shared and staged paths
+
 class LocalPath final : public ExchangePath {
  public:
   explicit LocalPath(const PathContext& context) : c_(context) {}
   basp_path_t id() const override { return BASP_PATH_LOCAL; }
 
+  // With K = 1 both layouts of a tensor are the same bytes: one copy, with non-temporal stores for tensors much
+  // larger than the cache (the output is not read back before attention, by which time it would be evicted).
   basp_path_t run(const Exchange& x) override {
     const plan::ExchangePlan& p = *c_.plan;
+    bool streamed = false;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const auto bytes = static_cast<size_t>(p.tensors[t].tensor_bytes());
       const auto* in = static_cast<const std::byte*>(x.inputs[t]);
       auto* out = static_cast<std::byte*>(x.outputs[t]);
-      if (x.scatter()) {
-        layout::copy_seq_to_head(p.tensors[t], in, out, 0);
+      if (bytes >= kStreamingMinBytes) {
+        layout::copy_streaming(out, in, bytes);
+        streamed = true;
       } else {
-        layout::copy_head_to_seq(p.tensors[t], in, out, 0);
+        std::memcpy(out, in, bytes);
       }
     }
+    if (streamed) layout::stream_fence();
     return BASP_PATH_LOCAL;
   }
 

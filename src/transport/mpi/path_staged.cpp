@@ -100,7 +100,9 @@ class StagedPath final : public ExchangePath {
                                     g.tensor_bytes() >= kStreamingMinBytes);
       } else {
         for (int32_t j = 0; j < p.group_size; ++j) {
-          if (j != p.position) layout::pack_head_rows(g, in, region + j * g.chunk_bytes(), j);
+          if (j != p.position) {
+            layout::pack_head_rows(g, in, region + j * g.chunk_bytes(), j, g.tensor_bytes() >= kStreamingMinBytes);
+          }
         }
       }
     }
@@ -120,7 +122,7 @@ class StagedPath final : public ExchangePath {
       if (x.scatter()) {
         for (int32_t i = 1; i < k; ++i) {
           const int32_t j = (me + i) % k;
-          layout::unpack_head_rows(g, wire_[static_cast<size_t>(j)], out, j);
+          layout::unpack_head_rows(g, wire_[static_cast<size_t>(j)], out, j, g.tensor_bytes() >= kStreamingMinBytes);
         }
       } else {
         layout::unpack_seq_rows_group(g, wire_.data(), static_cast<const std::byte*>(x.inputs[t]), out, me,
