@@ -116,15 +116,15 @@ void PlanControl::rollback() { --call_; }
 void PlanControl::end() { channel_.leave(); }
 
 void PlanControl::arrive(const uint64_t* addresses, int32_t count, uint32_t flags, const detail::Deadline& deadline,
-                         const char* step) {
-  send_all(kArrive, flags, addresses, count);
+                         const char* step, uint64_t workspace) {
+  send_all(kArrive, flags, addresses, count, workspace);
   receive_all(kArrive, deadline, step);
   finish_sends(deadline, step);
   check_arrivals();
 }
 
 void PlanControl::round(Round round, const detail::Deadline& deadline, const char* step) {
-  send_all(round, 0, nullptr, 0);
+  send_all(round, 0, nullptr, 0, 0);
   receive_all(round, deadline, step);
   finish_sends(deadline, step);
   for (int32_t j = 0; j < k_; ++j) {
@@ -132,7 +132,7 @@ void PlanControl::round(Round round, const detail::Deadline& deadline, const cha
   }
 }
 
-void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count) {
+void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace) {
   ++rounds_;
   round_ = round;
   ControlMessage& m = *send_;
@@ -142,6 +142,7 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.round = round;
   m.flags = flags | (channel_.concurrent() ? kFlagConcurrent : 0u);
   m.count = count;
+  m.workspace = workspace;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
   recv_[static_cast<size_t>(me_)] = m;
   for (int32_t i = 1; i < k_; ++i) {

@@ -50,6 +50,7 @@ struct ControlMessage {
   uint32_t flags = 0;
   int32_t count = 0;                            // addresses used
   uint64_t address[2 * BASP_MAX_TENSORS] = {};  // inputs then outputs (round 1)
+  uint64_t workspace = 0;                       // the sender's packed workspace, where its path has one (round 1)
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
@@ -115,7 +116,7 @@ class PlanControl {
   // BASP_ERROR_MISMATCH naming every rank's exchange when they differ, BASP_ERROR_TIMEOUT naming the ranks waited
   // for. `step` names the round in a timeout.
   void arrive(const uint64_t* addresses, int32_t count, uint32_t flags, const detail::Deadline& deadline,
-              const char* step);
+              const char* step, uint64_t workspace = 0);
   // Rounds without payload (kDone, kReady).
   void round(Round round, const detail::Deadline& deadline, const char* step);
   const ControlMessage& peer(int32_t position) const { return recv_[static_cast<size_t>(position)]; }
@@ -124,7 +125,7 @@ class PlanControl {
 
  private:
   enum class Got : uint8_t { kNothing, kOwn, kWitness };
-  void send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count);
+  void send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace);
   void receive_all(Round round, const detail::Deadline& deadline, const char* step);
   bool receive_from(int32_t j);
   bool look_for_witness(int32_t j);

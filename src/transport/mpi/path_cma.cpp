@@ -1,15 +1,24 @@
 // The cross-memory-attach path (one node, forced with BASP_MPI_TRANSPORT=cma, or taken when the ranks cannot map
-// each other's memory but may read it). Round 1 names the exchange and carries every rank's tensor addresses; each
-// rank then reads its rows out of every peer with process_vm_readv (scatter: its head slice out of the peer's
-// input rows; gather: its tokens out of the peer's head-sharded input blocks); round 2 says it is done with the
-// peers' memory. Every rank only ever reads a peer's memory, never writes it, so a rank that gave up (a timeout) and
-// reused its tensors is never written into by a late peer, which only reads stale bytes and then times out itself.
+// each other's memory but may read it). Every rank only ever reads a peer's memory, never writes it, so a rank that
+// gave up (a timeout) and reused its tensors is never written into by a late peer, which only reads stale bytes
+// and then times out itself. The kernel pins the pages of every range it copies, so both sides of every read are
+// large contiguous ranges:
+//   scatter: each rank packs its input into one chunk per peer in its own workspace (one row-major pass over the
+//            group, its own slice straight into its output); round 1 (the exchange, the tensor addresses and the
+//            workspace's); each rank reads its chunk out of every peer's workspace into its output's blocks;
+//   gather:  round 1; each rank reads its rows out of every peer's head-sharded input blocks into its own
+//            workspace, then unpacks them row-major over the group into its output;
+//   round 2: done with the peers' memory.
+// One system call per peer and tensor (more where a chunk spans more than IOV_MAX blocks), one copy by the kernel
+// and one user-space copy per byte.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <utility>
 
 #include "common/error.h"
+#include "common/keep_forever.h"
 #include "layout/host_copy.h"
 #include "transport/mpi/cma.h"
 #include "transport/mpi/exchange_path.h"
@@ -17,76 +26,150 @@
 namespace basp::transport::mpi {
 namespace {
 
-// Bytes of rows per tile: a tile is visited by every peer's read in turn while its local rows are still in cache.
-constexpr int64_t kCmaTileBytes = int64_t{512} << 10;
+constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared and staged paths
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
 
 class CmaPath final : public ExchangePath {
  public:
   CmaPath(const PathContext& context, std::vector<pid_t> pids)
-      : c_(context), pids_(std::move(pids)), shared_(context) {}
+      : c_(context),
+        pids_(std::move(pids)),
+        shared_(context),
+        wire_(static_cast<size_t>(context.plan->group_size), nullptr) {
+    const int64_t bytes = std::max<int64_t>(64, (c_.plan->bytes_sent + 63) / 64 * 64);
+    workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+    if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
+    std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now
+  }
+
+  ~CmaPath() override {
+    // A late peer may still read the workspace (it reads, so this process is safe either way, but it must not read
+    // memory reused for something else while it believes it is in the same exchange).
+    if (peers_may_read_) detail::keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
+  }
+
   basp_path_t id() const override { return BASP_PATH_CMA; }
+  int64_t workspace_bytes() const override { return c_.plan->bytes_sent; }
 
   basp_path_t run(const Exchange& x) override {
     const int32_t n = c_.plan->num_tensors();
+    if (x.scatter()) pack(x);
     uint64_t addresses[2 * BASP_MAX_TENSORS];
-    c_.control->arrive(addresses, tensor_addresses(x, n, addresses), 0, x.deadline,
-                       x.scatter() ? "the arrival of the group's ranks at basp_scatter (cma path)"
-                                   : "the arrival of the group's ranks at basp_gather (cma path)");
+    try {
+      c_.control->arrive(addresses, tensor_addresses(x, n, addresses), 0, x.deadline,
+                         x.scatter() ? "the arrival of the group's ranks at basp_scatter (cma path)"
+                                     : "the arrival of the group's ranks at basp_gather (cma path)",
+                         reinterpret_cast<uint64_t>(workspace_.get()));
+    } catch (const detail::Error& e) {
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read_ = true;
+      throw;
+    }
     const bool shared = shared_.usable(x);
     std::exception_ptr error;
     try {
       if (shared) {
         shared_.copy(x);
+      } else if (x.scatter()) {
+        read_chunks(x);
       } else {
-        read_rows(x);
+        read_blocks(x);
+        unpack(x);
       }
     } catch (...) {
       error = std::current_exception();
     }
-    // Nobody may return (and reuse its tensors) while a peer may still read them.
-    c_.control->round(kDone, x.deadline,
-                      "the cma path's completion (a peer still pending may yet read this rank's tensors: do not "
-                      "reuse them)");
+    // Nobody may return (and reuse its tensors or its workspace) while a peer may still read them.
+    try {
+      c_.control->round(kDone, x.deadline,
+                        "the cma path's completion (a peer still pending may yet read this rank's tensors: do not "
+                        "reuse them)");
+    } catch (const detail::Error& e) {
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read_ = true;
+      throw;
+    }
     if (error) std::rethrow_exception(error);
     return shared ? BASP_PATH_SHARED : BASP_PATH_CMA;
   }
 
  private:
-  void read_rows(const Exchange& x) {
+  // Offset, in the workspace of the rank at position `owner`, of tensor t's chunk for position `peer`: the same
+  // arithmetic on every rank (ExchangePlan::workspace_offset, seen from the owner).
+  int64_t chunk_offset(int32_t t, int32_t owner, int32_t peer) const {
+    const int32_t slot = peer < owner ? peer : peer - 1;
+    return c_.plan->tensor_workspace_offset[static_cast<size_t>(t)] + slot * c_.plan->tensors[t].chunk_bytes();
+  }
+
+  // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.
+  void pack(const Exchange& x) {
+    const plan::ExchangePlan& p = *c_.plan;
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const layout::Geometry& g = p.tensors[t];
+      for (int32_t j = 0; j < p.group_size; ++j) {
+        wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
+      }
+      layout::pack_seq_rows_group(g, static_cast<const std::byte*>(x.inputs[t]), wire_.data(),
+                                  static_cast<std::byte*>(x.outputs[t]), p.position,
+                                  g.tensor_bytes() >= kStreamingMinBytes);
+    }
+  }
+
+  // scatter: this rank's chunk out of every peer's workspace (contiguous) into its output's blocks.
+  void read_chunks(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
       const layout::Geometry& g = p.tensors[t];
-      const int64_t rb = g.row_bytes();
-      const int64_t rows = g.rows();
-      const int64_t tile = std::clamp<int64_t>(kCmaTileBytes / std::max<int64_t>(1, rb * k), 1,
-                                               static_cast<int64_t>(CmaChannel::kMaxIov));
-      const auto* in = static_cast<const std::byte*>(x.inputs[t]);
+      const int64_t block = g.block_rows() * g.row_bytes();
       auto* out = static_cast<std::byte*>(x.outputs[t]);
-      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
-        const int64_t r1 = std::min(rows, r0 + tile);
-        for (int64_t r = r0; r < r1; ++r) {
-          if (x.scatter()) {
-            std::memcpy(out + g.head_row_offset(r, me), in + g.seq_row_offset(r, me), static_cast<size_t>(rb));
-          } else {
-            std::memcpy(out + g.seq_row_offset(r, me), in + g.head_row_offset(r, me), static_cast<size_t>(rb));
-          }
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
+        const uintptr_t remote = c_.control->peer(j).workspace + chunk_offset(t, j, me);
+        channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
+        for (int64_t b = 0; b < g.num_blocks(); ++b) {
+          channel_.add(out + g.head_row_offset(b * g.block_rows(), j), remote + b * block, static_cast<size_t>(block));
         }
-        for (int32_t i = 1; i < k; ++i) {
-          const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
-          const auto remote = static_cast<uintptr_t>(c_.control->peer(j).address[t]);  // j's input
-          channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
-          for (int64_t r = r0; r < r1; ++r) {
-            if (x.scatter()) {
-              channel_.add(out + g.head_row_offset(r, j), remote + g.seq_row_offset(r, me), rb);
-            } else {
-              channel_.add(out + g.seq_row_offset(r, j), remote + g.head_row_offset(r, me), rb);
-            }
-          }
-          channel_.flush();
-        }
+        channel_.flush();
       }
+    }
+  }
+
+  // gather: this rank's rows out of every peer's head-sharded input (its blocks) into this rank's workspace.
+  void read_blocks(const Exchange& x) {
+    const plan::ExchangePlan& p = *c_.plan;
+    const int32_t k = p.group_size;
+    const int32_t me = p.position;
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const layout::Geometry& g = p.tensors[t];
+      const int64_t block = g.block_rows() * g.row_bytes();
+      for (int32_t i = 1; i < k; ++i) {
+        const int32_t j = (me + i) % k;
+        const auto remote = static_cast<uintptr_t>(c_.control->peer(j).address[t]);  // j's head-sharded input
+        std::byte* chunk = workspace_.get() + chunk_offset(t, me, j);
+        channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
+        for (int64_t b = 0; b < g.num_blocks(); ++b) {
+          channel_.add(chunk + b * block, remote + g.head_row_offset(b * g.block_rows(), me),
+                       static_cast<size_t>(block));
+        }
+        channel_.flush();
+      }
+    }
+  }
+
+  // gather: the chunks read, and the own slice from the input, row-major into the output.
+  void unpack(const Exchange& x) {
+    const plan::ExchangePlan& p = *c_.plan;
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const layout::Geometry& g = p.tensors[t];
+      for (int32_t j = 0; j < p.group_size; ++j) {
+        wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
+      }
+      layout::unpack_seq_rows_group(g, wire_.data(), static_cast<const std::byte*>(x.inputs[t]),
+                                    static_cast<std::byte*>(x.outputs[t]), p.position,
+                                    g.tensor_bytes() >= kStreamingMinBytes);
     }
   }
 
@@ -94,6 +177,9 @@ class CmaPath final : public ExchangePath {
   std::vector<pid_t> pids_;
   SharedPath shared_;
   CmaChannel channel_;
+  std::unique_ptr<std::byte, FreeDeleter> workspace_;  // the peers' chunks, in ExchangePlan's workspace order
+  std::vector<std::byte*> wire_;                       // scratch: one chunk pointer per position
+  bool peers_may_read_ = false;                        // a timeout left a peer that may still read the workspace
 };
 
 }  // namespace
