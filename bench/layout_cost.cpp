@@ -118,7 +118,7 @@ const char* path_name(int32_t path) {
   switch (path) {
     case BASP_PATH_LOCAL: return "local";
     case BASP_PATH_P2P: return "p2p";
-    case BASP_PATH_DIRECT: return "direct";
+    case BASP_PATH_CMA: return "cma";
     case BASP_PATH_SHARED: return "shared";
     case BASP_PATH_NCCL: return "nccl";
     case BASP_PATH_STAGED: return "staged";
