@@ -7,7 +7,7 @@
 #      the multi-GPU test (one thread per GPU; skipped, without failing, on a one-GPU machine), and the Python
 #      binding's CUDA test with no MPI (when python3 has PyTorch),
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
-#      2-byte elements, median of 20 runs),
+#      2-byte elements, median of 20 runs), and what the pointer-kind check of an execute costs with a driver,
 #   4. prints a short table last.
 #
 #   scripts/device-check.sh [build-dir]          (default: build-device)
@@ -128,6 +128,20 @@ if [[ -x "$build/bench/basp_pack_bandwidth" ]]; then
   bench_rc=${PIPESTATUS[0]}
 fi
 lowest=$(grep -o 'Lowest pack/unpack bandwidth: .*' "$out/pack_bandwidth.txt" 2>/dev/null)
+
+# What the pointer-kind check costs per execute with a driver (a one-rank comm from basp_comm_create_oob).
+say ""
+say "## basp_pointer_check_cost 20000"
+check_cost="not built (no NCCL)"
+if [[ -x "$build/bench/basp_pointer_check_cost" ]]; then
+  "$build/bench/basp_pointer_check_cost" 20000 2>&1 | tee "$out/pointer_check_cost.txt" | tee -a "$log"
+  case ${PIPESTATUS[0]} in
+    0) check_cost=$(grep -o 'driver present): .*' "$out/pointer_check_cost.txt" | sed 's/driver present): //')
+       check_cost="${check_cost:-?} per call of 6 pointers (0 when the pointers repeat)" ;;
+    77) check_cost="SKIPPED (no device)" ;;
+    *) check_cost="FAILED"; check_failed=1 ;;
+  esac
+fi
 case $bench_rc in
   0) bench_status="ran; ${lowest#Lowest pack/unpack bandwidth: }" ;;
   77) bench_status="SKIPPED (no device)" ;;
@@ -148,6 +162,7 @@ for t in "${!result[@]}"; do
   [[ "${result[$t]}" == PASSED* ]] || fail=1
 done
 [[ $bench_rc == 0 ]] || fail=1
+[[ -z "${check_failed:-}" ]] || fail=1
 {
   echo ""
   echo "== device-check summary ($(date -u +%Y-%m-%d), ${device:-unknown device}, ${nccl_found:-NCCL=?}) =="
@@ -155,11 +170,12 @@ done
   printf '| %-46s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
   printf '| %-46s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
   printf '| %-46s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
-  printf '| %-46s | %s\n' "NCCL single-rank smoke test (C ABI, graph)" "${result[test_gpu_nccl_capi]}"
+  printf '| %-46s | %s\n' "NCCL single-rank (C ABI: _nccl and _oob, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
   printf '| %-46s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
   printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
+  printf '| %-46s | %s\n' "pointer-kind check, with a driver" "$check_cost"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
     awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }
          END { for (k in worst) printf "|   %-44s | lowest %s (%s)\n", k, worst[k], op[k] }' | sort -n -k2

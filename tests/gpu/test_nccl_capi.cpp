@@ -2,7 +2,9 @@
 // a device-local copy, no NCCL call). Checks: argument errors of basp_comm_create_nccl, scatter/gather of a GQA
 // Q/K/V exchange (BSHD, bf16) and of an SBHD fp32 exchange, bit-exact with poisoned outputs; a host pointer
 // rejected and nothing written; the execute captured in a CUDA graph and replayed on new data; the async-error
-// query; abort, after which the comm is broken (BASP_ERROR_COMM_BROKEN naming the abort).
+// query; abort, after which the comm is broken (BASP_ERROR_COMM_BROKEN naming the abort). The same plans through a
+// comm from basp_comm_create_oob, over a one-rank out-of-band all-gather (a copy), the creation path every framework
+// without MPI takes.
 #include <nccl.h>
 
 #include <cstdio>
@@ -22,6 +24,16 @@ using basp::test::kPoison;
 namespace {
 
 std::string last() { return basp_last_error(); }
+
+// A one-rank out-of-band all-gather: every rank's bytes are this rank's.
+int oob_start(void* user, const void* send, void* recv, size_t bytes, void** request) {
+  std::memcpy(recv, send, bytes);
+  ++*static_cast<int*>(user);
+  *request = user;
+  return BASP_OOB_SUCCESS;
+}
+int oob_test(void*, void*) { return BASP_OOB_SUCCESS; }
+int oob_free(void*, void*) { return BASP_OOB_SUCCESS; }
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 basp_comm_config_t nccl_config() {
@@ -212,6 +224,29 @@ int main() {
   out.num_tensors = 1;
   out.num_heads[0] = 5;
   run_plan(comm, out, 4, stream, tally);
+
+  // The out-of-band constructor on one rank: the agreement, readiness and the group's ncclCommInitRank over the
+  // callbacks, then the same exchanges.
+  {
+    int gathers = 0;
+    basp_oob_t oob = BASP_OOB_INITIALIZER;
+    oob.rank = 0;
+    oob.num_ranks = 1;
+    oob.user_data = &gathers;
+    oob.allgather_start = &oob_start;
+    oob.allgather_test = &oob_test;
+    oob.allgather_free = &oob_free;
+    basp_comm_config_t oob_config = nccl_config();
+    basp_comm_t from_oob = nullptr;
+    if (tally.check(basp_comm_create_oob(&oob, &oob_config, &from_oob) == BASP_SUCCESS, "basp_comm_create_oob")) {
+      tally.check(gathers >= 4, "the creation ran its all-gathers over the callbacks");
+      run_plan(from_oob, qkv, 2, stream, tally);
+      run_plan(from_oob, out, 4, stream, tally);
+      tally.check(basp_comm_destroy(from_oob) == BASP_SUCCESS, "destroy the out-of-band comm");
+    } else {
+      std::printf("  %s\n", basp_last_error());
+    }
+  }
 
   // Async errors: none so far.
   basp_status_t async = BASP_ERROR_INTERNAL;
