@@ -91,8 +91,7 @@ class BareExchange {
       int n = 0;
       for (int i = 1; i < k_; ++i) {
         const int j = (me_ + k_ - i) % k_;
-        MPI_Irecv(recv_.data() + static_cast<size_t>(j) * send_.size(), bytes, MPI_BYTE, j, r, comm_,
-                  &requests_[n++]);
+        MPI_Irecv(recv_.data() + static_cast<size_t>(j) * send_.size(), bytes, MPI_BYTE, j, r, comm_, &requests_[n++]);
       }
       for (int i = 1; i < k_; ++i) MPI_Isend(send_.data(), bytes, MPI_BYTE, (me_ + i) % k_, r, comm_, &requests_[n++]);
       MPI_Waitall(n, requests_.data(), MPI_STATUSES_IGNORE);
@@ -207,11 +206,12 @@ int main(int argc, char** argv) {
   }
 
   if (rank == 0) {
-    std::printf("# basp_execute_overhead: basp_scatter of Q, K, V of K bytes each per rank against a bare exchange of\n"
-                "# the same control messages (%d round%s of %zu bytes to and from each peer), %d ranks, B %lld, K %d,\n"
-                "# path %s, %d blocks of %d calls alternating execute and bare, slowest rank, median over blocks\n",
-                rounds, rounds == 1 ? "" : "s", sizeof(basp::transport::mpi::ControlMessage), size,
-                static_cast<long long>(o.micro_batch), k, path_name(path), o.blocks, o.calls);
+    std::printf(
+        "# basp_execute_overhead: basp_scatter of Q, K, V of K bytes each per rank against a bare exchange of\n"
+        "# the same control messages (%d round%s of %zu bytes to and from each peer), %d ranks, B %lld, K %d,\n"
+        "# path %s, %d blocks of %d calls alternating execute and bare, slowest rank, median over blocks\n",
+        rounds, rounds == 1 ? "" : "s", sizeof(basp::transport::mpi::ControlMessage), size,
+        static_cast<long long>(o.micro_batch), k, path_name(path), o.blocks, o.calls);
     std::printf("#  K  path    rounds  pointers                  execute(us)  bare(us)  overhead(us)\n");
     for (const Row& r : rows) {
       std::printf("%4d  %-6s  %6d  %-24s  %11.2f  %8.2f  %12.2f\n", k, path_name(path), rounds, r.pointers,
@@ -220,9 +220,10 @@ int main(int argc, char** argv) {
     if (!o.json.empty()) {
       FILE* f = std::fopen(o.json.c_str(), "w");
       if (f == nullptr) die("cannot write " + o.json);
-      std::fprintf(f, "{\"ranks\": %d, \"micro_batch\": %lld, \"K\": %d, \"path\": \"%s\", \"rounds\": %d, "
-                   "\"calls\": %d, \"blocks\": %d, \"results\": [", size, static_cast<long long>(o.micro_batch), k,
-                   path_name(path), rounds, o.calls, o.blocks);
+      std::fprintf(f,
+                   "{\"ranks\": %d, \"micro_batch\": %lld, \"K\": %d, \"path\": \"%s\", \"rounds\": %d, "
+                   "\"calls\": %d, \"blocks\": %d, \"results\": [",
+                   size, static_cast<long long>(o.micro_batch), k, path_name(path), rounds, o.calls, o.blocks);
       for (size_t i = 0; i < rows.size(); ++i) {
         std::fprintf(f, "%s{\"pointers\": \"%s\", \"execute_us\": %.3f, \"bare_us\": %.3f, \"overhead_us\": %.3f}",
                      i ? ", " : "", rows[i].pointers, rows[i].execute_us, rows[i].bare_us, rows[i].overhead_us);

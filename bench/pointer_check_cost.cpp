@@ -77,9 +77,10 @@ int main(int argc, char** argv) {
     int plan;
     bool alternate;
   } variants[] = {{"same pointers", 0, false}, {"alternating", 0, true}, {"alternating, checks off", 1, true}};
-  std::printf("# basp_pointer_check_cost: basp_scatter of 3 tensors of 16 bytes (K = 1: one device copy each), host\n"
-              "# time per call over %d calls, median of 5 passes\n#  pointers                  per call(us)\n",
-              calls);
+  std::printf(
+      "# basp_pointer_check_cost: basp_scatter of 3 tensors of 16 bytes (K = 1: one device copy each), host\n"
+      "# time per call over %d calls, median of 5 passes\n#  pointers                  per call(us)\n",
+      calls);
   double base = 0;
   for (const Variant& v : variants) {
     std::vector<double> passes;

@@ -36,9 +36,8 @@ std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent
     mine.status = e.status();
     std::strncpy(mine.reason, e.what(), sizeof(mine.reason) - 1);
   }
-  std::vector<Readiness> all(static_cast<size_t>(parent.size()));
-  parent.allgather(&mine, sizeof(Readiness), all.data(),
-                   std::string("the gather of the ranks' locations (") + call + ")", deadline);
+  std::vector<Readiness> all = transport::allgather_records(
+      parent, mine, std::string("the gather of the ranks' locations (") + call + ")", deadline);
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].status == BASP_SUCCESS) continue;
     if (own) {

@@ -26,19 +26,18 @@
 #include "topology/topology.h"
 #if BASP_HAVE_MPI
 #include <mpi.h>
+
+#include "transport/mpi/mpi_bootstrap.h"
 #endif
 
 namespace {
 
 #if BASP_HAVE_MPI
-// Every rank's record, by rank (one MPI_Allgather of a fixed-size record).
+// Every rank's record, by rank, over the library's own MPI bootstrap.
 std::vector<basp::topology::RankLocality> allgather_locality(MPI_Comm comm, const basp::topology::RankLocality& mine) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  std::vector<basp::topology::RankLocality> all(static_cast<size_t>(size));
-  constexpr int bytes = static_cast<int>(sizeof(basp::topology::RankLocality));
-  MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm);
-  return all;
+  auto parent = basp::transport::mpi::parent_bootstrap(MPI_Comm_c2f(comm));
+  return basp::transport::allgather_records(*parent, mine, "the gather of the ranks' locations",
+                                            basp::detail::Deadline(0));
 }
 #endif
 

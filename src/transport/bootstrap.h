@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/deadline.h"
@@ -29,6 +30,16 @@ class Bootstrap {
   virtual void allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                          const detail::Deadline& deadline) = 0;
 };
+
+// Every rank's fixed-size, trivially copyable record, by rank: one all-gather of its bytes.
+template <typename Record>
+std::vector<Record> allgather_records(Bootstrap& bootstrap, const Record& mine, const std::string& step,
+                                      const detail::Deadline& deadline) {
+  static_assert(std::is_trivially_copyable_v<Record>, "a record travels as bytes");
+  std::vector<Record> all(static_cast<size_t>(bootstrap.size()));
+  bootstrap.allgather(&mine, sizeof(Record), all.data(), step, deadline);
+  return all;
+}
 
 // labels() of a parent: rank r is world rank r.
 std::vector<int32_t> identity_labels(int32_t size);

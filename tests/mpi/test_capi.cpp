@@ -13,8 +13,11 @@
 
 #include "basp/basp.h"
 #include "catch_mpi_session.h"
+#include "mpi_world.h"
 
 namespace {
+
+using basp::test::world_size;
 
 basp_comm_config_t config(int64_t b) {
   basp_comm_config_t c = BASP_COMM_CONFIG_INITIALIZER;
@@ -45,12 +48,6 @@ struct World {
   }
   ~World() { basp_comm_destroy(comm); }
 };
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 }  // namespace
 

@@ -12,12 +12,16 @@
 
 #include "basp/basp.h"
 #include "catch_mpi_session.h"
+#include "mpi_world.h"
 
 #if BASP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 namespace {
+
+using basp::test::cuda_devices;
+using basp::test::world_size;
 
 std::string last() { return basp_last_error(); }
 
@@ -26,26 +30,6 @@ basp_comm_config_t config(int32_t backend) {
   c.micro_batch = 1;
   c.backend = backend;
   return c;
-}
-
-// Number of usable CUDA devices (0 without CUDA, driver or device).
-int cuda_devices() {
-#if BASP_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
-}
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
 }
 
 }  // namespace

@@ -21,39 +21,15 @@
 
 #include "basp/basp.h"
 #include "catch_mpi_session.h"
-
-#if BASP_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "mpi_world.h"
 
 namespace {
 
+using basp::test::cuda_devices;
+using basp::test::world_rank;
+using basp::test::world_size;
+
 using Clock = std::chrono::steady_clock;
-
-int rank_of_world() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int size_of_world() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int cuda_devices() {
-#if BASP_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
-}
 
 // The callbacks' state: a duplicate of the world (the library's all-gathers never meet the test's own MPI calls)
 // and the ways a test makes them misbehave.
@@ -111,8 +87,8 @@ int release(void* user, void* request) {
 
 basp_oob_t make_oob(Channel& c) {
   basp_oob_t o = BASP_OOB_INITIALIZER;
-  o.rank = rank_of_world();
-  o.num_ranks = size_of_world();
+  o.rank = world_rank();
+  o.num_ranks = world_size();
   o.user_data = &c;
   o.allgather_start = &start;
   o.allgather_test = &test;
@@ -122,7 +98,7 @@ basp_oob_t make_oob(Channel& c) {
 
 basp_comm_config_t nccl_config() {
   basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
-  cfg.micro_batch = size_of_world();
+  cfg.micro_batch = world_size();
   cfg.backend = BASP_BACKEND_NCCL;
   cfg.timeout_ms = 20000;
   return cfg;
@@ -132,7 +108,7 @@ std::string last() { return basp_last_error(); }
 
 // Every rank's status, by rank.
 std::vector<int> all_statuses(basp_status_t mine) {
-  std::vector<int> all(static_cast<size_t>(size_of_world()));
+  std::vector<int> all(static_cast<size_t>(world_size()));
   const int m = mine;
   MPI_Allgather(&m, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
   return all;
@@ -173,7 +149,7 @@ TEST_CASE("matching configs: the callbacks carry the agreement, then a comm or t
   Fixture f;
   const Created r = create(f.c, nccl_config());
   INFO(r.message);
-  const bool gpus = BASP_HAVE_NCCL && cuda_devices() >= size_of_world();
+  const bool gpus = BASP_HAVE_NCCL && cuda_devices() >= world_size();
   if (!BASP_HAVE_NCCL) {
     CHECK(r.status == BASP_ERROR_UNSUPPORTED);
     CHECK_THAT(r.message, Catch::Contains("without CUDA + NCCL"));
@@ -184,7 +160,7 @@ TEST_CASE("matching configs: the callbacks carry the agreement, then a comm or t
     REQUIRE(r.status == BASP_SUCCESS);
     basp_rank_info_t info = BASP_RANK_INFO_INITIALIZER;
     CHECK(basp_comm_query(r.comm, -1, 0, &info) == BASP_SUCCESS);
-    CHECK(info.world_size == size_of_world());
+    CHECK(info.world_size == world_size());
     CHECK(basp_comm_destroy(r.comm) == BASP_SUCCESS);
   }
   if (r.status != BASP_SUCCESS) CHECK(r.comm == nullptr);
@@ -195,10 +171,10 @@ TEST_CASE("matching configs: the callbacks carry the agreement, then a comm or t
 }
 
 TEST_CASE("a config that differs on one rank: a mismatch on every rank, naming the field", "[oob]") {
-  if (size_of_world() < 2) return;
+  if (world_size() < 2) return;
   Fixture f;
   basp_comm_config_t cfg = nccl_config();
-  if (rank_of_world() == 1) cfg.num_groups = 1;  // the others: -1 (gcd rule)
+  if (world_rank() == 1) cfg.num_groups = 1;  // the others: -1 (gcd rule)
   const Created r = create(f.c, cfg);
   INFO(r.message);
   CHECK(r.status == BASP_ERROR_MISMATCH);
@@ -209,13 +185,13 @@ TEST_CASE("a config that differs on one rank: a mismatch on every rank, naming t
 }
 
 TEST_CASE("a config bad on one rank only: named there, a mismatch everywhere else, at once", "[oob]") {
-  if (size_of_world() < 2) return;
+  if (world_size() < 2) return;
   Fixture f;
   basp_comm_config_t cfg = nccl_config();
-  if (rank_of_world() == 0) cfg.micro_batch = -3;
+  if (world_rank() == 0) cfg.micro_batch = -3;
   const Created r = create(f.c, cfg);
   INFO(r.message);
-  if (rank_of_world() == 0) {
+  if (world_rank() == 0) {
     CHECK(r.status == BASP_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(r.message, Catch::Contains("config->micro_batch (-3) must be positive") &&
                               Catch::Contains("the other ranks of the call fail with BASP_ERROR_MISMATCH"));
@@ -252,14 +228,14 @@ TEST_CASE("a start that fails: BASP_ERROR_OOB where it failed, a timeout where i
     for (int s : all_statuses(r.status)) CHECK(s == BASP_ERROR_OOB);
   }
   SECTION("on one rank") {
-    if (size_of_world() < 2) return;
+    if (world_size() < 2) return;
     Fixture f;
-    f.c.fail_start = rank_of_world() == 0;
+    f.c.fail_start = world_rank() == 0;
     basp_comm_config_t cfg = nccl_config();
     cfg.timeout_ms = 400;
     const Created r = create(f.c, cfg);
     INFO(r.message);
-    if (rank_of_world() == 0) {
+    if (world_rank() == 0) {
       CHECK(r.status == BASP_ERROR_OOB);
       CHECK(r.ms < 300);
     } else {
@@ -272,8 +248,8 @@ TEST_CASE("a start that fails: BASP_ERROR_OOB where it failed, a timeout where i
     // (an earlier join would have completed it for them), so that the Fixture can finish it. Non-blocking, as
     // theirs: a blocking collective does not match a non-blocking one.
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank_of_world() == 0) {
-      std::vector<unsigned char> dummy(8), all(8 * static_cast<size_t>(size_of_world()));
+    if (world_rank() == 0) {
+      std::vector<unsigned char> dummy(8), all(8 * static_cast<size_t>(world_size()));
       MPI_Request request = MPI_REQUEST_NULL;
       MPI_Iallgather(dummy.data(), 8, MPI_BYTE, all.data(), 8, MPI_BYTE, f.c.comm, &request);
       MPI_Wait(&request, MPI_STATUS_IGNORE);

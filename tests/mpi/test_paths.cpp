@@ -16,20 +16,12 @@
 #include "capi/handles.h"
 #include "catch_mpi_session.h"
 #include "exchange_check.h"
+#include "mpi_world.h"
 
 namespace {
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using basp::test::world_rank;
+using basp::test::world_size;
 
 std::string last() { return basp_last_error(); }
 

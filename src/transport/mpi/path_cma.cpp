@@ -75,7 +75,7 @@ class CmaPath final : public ExchangePath {
       } else if (x.scatter()) {
         read_chunks(x);
       } else {
-        read_blocks(x);
+        read_blocks();
         unpack(x);
       }
     } catch (...) {
@@ -102,18 +102,33 @@ class CmaPath final : public ExchangePath {
     return c_.plan->tensor_workspace_offset[static_cast<size_t>(t)] + slot * c_.plan->tensors[t].chunk_bytes();
   }
 
+  // Where tensor t's chunk of each peer lies in this rank's workspace (none for the rank itself).
+  std::byte* const* own_chunks(int32_t t) {
+    const plan::ExchangePlan& p = *c_.plan;
+    for (int32_t j = 0; j < p.group_size; ++j) {
+      wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
+    }
+    return wire_.data();
+  }
+
   // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.
   void pack(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
       const layout::Geometry& g = p.tensors[t];
-      for (int32_t j = 0; j < p.group_size; ++j) {
-        wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
-      }
-      layout::pack_seq_rows_group(g, static_cast<const std::byte*>(x.inputs[t]), wire_.data(),
+      std::byte* const* wire = own_chunks(t);
+      layout::pack_seq_rows_group(g, static_cast<const std::byte*>(x.inputs[t]), wire,
                                   static_cast<std::byte*>(x.outputs[t]), p.position,
                                   g.tensor_bytes() >= kStreamingMinBytes);
     }
+  }
+
+  // One read from peer j: `blocks` ranges of `bytes` bytes each, from remote(b) into local(b).
+  template <typename Local, typename Remote>
+  void read_peer(int32_t j, int64_t blocks, int64_t bytes, Local local, Remote remote) {
+    channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
+    for (int64_t b = 0; b < blocks; ++b) channel_.add(local(b), remote(b), static_cast<size_t>(bytes));
+    channel_.flush();
   }
 
   // scatter: this rank's chunk out of every peer's workspace (contiguous) into its output's blocks.
@@ -128,17 +143,15 @@ class CmaPath final : public ExchangePath {
       for (int32_t i = 1; i < k; ++i) {
         const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
         const uintptr_t remote = c_.control->peer(j).workspace + chunk_offset(t, j, me);
-        channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
-        for (int64_t b = 0; b < g.num_blocks(); ++b) {
-          channel_.add(out + g.head_row_offset(b * g.block_rows(), j), remote + b * block, static_cast<size_t>(block));
-        }
-        channel_.flush();
+        read_peer(
+            j, g.num_blocks(), block, [&](int64_t b) { return out + g.head_row_offset(b * g.block_rows(), j); },
+            [&](int64_t b) { return remote + b * block; });
       }
     }
   }
 
   // gather: this rank's rows out of every peer's head-sharded input (its blocks) into this rank's workspace.
-  void read_blocks(const Exchange& x) {
+  void read_blocks() {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t k = p.group_size;
     const int32_t me = p.position;
@@ -149,12 +162,9 @@ class CmaPath final : public ExchangePath {
         const int32_t j = (me + i) % k;
         const auto remote = static_cast<uintptr_t>(c_.control->peer(j).address[t]);  // j's head-sharded input
         std::byte* chunk = workspace_.get() + chunk_offset(t, me, j);
-        channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
-        for (int64_t b = 0; b < g.num_blocks(); ++b) {
-          channel_.add(chunk + b * block, remote + g.head_row_offset(b * g.block_rows(), me),
-                       static_cast<size_t>(block));
-        }
-        channel_.flush();
+        read_peer(
+            j, g.num_blocks(), block, [&](int64_t b) { return chunk + b * block; },
+            [&](int64_t b) { return remote + g.head_row_offset(b * g.block_rows(), me); });
       }
     }
   }
@@ -164,10 +174,8 @@ class CmaPath final : public ExchangePath {
     const plan::ExchangePlan& p = *c_.plan;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
       const layout::Geometry& g = p.tensors[t];
-      for (int32_t j = 0; j < p.group_size; ++j) {
-        wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
-      }
-      layout::unpack_seq_rows_group(g, wire_.data(), static_cast<const std::byte*>(x.inputs[t]),
+      std::byte* const* wire = own_chunks(t);
+      layout::unpack_seq_rows_group(g, wire, static_cast<const std::byte*>(x.inputs[t]),
                                     static_cast<std::byte*>(x.outputs[t]), p.position,
                                     g.tensor_bytes() >= kStreamingMinBytes);
     }
