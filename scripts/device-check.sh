@@ -170,7 +170,7 @@ done
   printf '| %-46s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
   printf '| %-46s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
   printf '| %-46s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
-  printf '| %-46s | %s\n' "NCCL single-rank (C ABI: _nccl and _oob, graph)" "${result[test_gpu_nccl_capi]}"
+  printf '| %-46s | %s\n' "NCCL one rank (C ABI: _nccl and _oob, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
   printf '| %-46s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
   printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
