@@ -15,6 +15,16 @@ void CmaChannel::begin(pid_t pid, int peer, bool write) {
 }
 
 void CmaChannel::add(std::byte* local, uintptr_t remote, size_t bytes) {
+  // The kernel moves at most MAX_RW_COUNT (about 2 GiB) per call and reports a short copy beyond it: a system call
+  // never queues more than max_call_bytes_.
+  while (bytes > max_call_bytes_ - queued_) {
+    const size_t part = max_call_bytes_ - queued_;
+    add(local, remote, part);
+    flush();
+    local += part;
+    remote += part;
+    bytes -= part;
+  }
   if (bytes == 0) return;
   const bool merge_local =
       nlocal_ > 0 && static_cast<std::byte*>(local_[nlocal_ - 1].iov_base) + local_[nlocal_ - 1].iov_len == local;
@@ -41,6 +51,7 @@ void CmaChannel::add(std::byte* local, uintptr_t remote, size_t bytes) {
 
 void CmaChannel::flush() {
   if (queued_ == 0) return;
+  ++calls_;
   const ssize_t got = write_ ? process_vm_writev(pid_, local_.data(), nlocal_, remote_.data(), nremote_, 0)
                              : process_vm_readv(pid_, local_.data(), nlocal_, remote_.data(), nremote_, 0);
   if (got != static_cast<ssize_t>(queued_)) {

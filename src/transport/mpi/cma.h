@@ -18,7 +18,11 @@ namespace basp::transport::mpi {
 // on each side. Holds no heap memory: the iovec arrays are members.
 class CmaChannel {
  public:
-  static constexpr size_t kMaxIov = 1024;  // IOV_MAX on Linux
+  static constexpr size_t kMaxIov = 1024;                   // IOV_MAX on Linux
+  static constexpr size_t kMaxCallBytes = size_t{1} << 30;  // per system call, below the kernel's MAX_RW_COUNT
+
+  // `max_call_bytes`: at most this many bytes per system call (tests make it small).
+  explicit CmaChannel(size_t max_call_bytes = kMaxCallBytes) : max_call_bytes_(max_call_bytes) {}
 
   // Starts a series of reads from (write = false) or writes to (write = true) process `pid`; `peer` names it
   // in error messages.
@@ -26,6 +30,8 @@ class CmaChannel {
   void add(std::byte* local, uintptr_t remote, size_t bytes);
   // Issues what is queued; throws BASP_ERROR_MPI naming the peer on failure.
   void flush();
+  // System calls made so far (tests).
+  size_t calls() const { return calls_; }
 
  private:
   pid_t pid_ = 0;
@@ -34,6 +40,8 @@ class CmaChannel {
   size_t nlocal_ = 0;
   size_t nremote_ = 0;
   size_t queued_ = 0;
+  size_t max_call_bytes_ = kMaxCallBytes;
+  size_t calls_ = 0;
   std::array<iovec, kMaxIov> local_{};
   std::array<iovec, kMaxIov> remote_{};
 };
