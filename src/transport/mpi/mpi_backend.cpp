@@ -40,10 +40,11 @@ class MpiGroupTransport final : public GroupTransport {
     return mpi::make_executor(plan, context, bootstrap_.scope(), channel_, memory_);
   }
   void* alloc_shared(size_t bytes) override {
-    return memory_->allocate(bootstrap_.scope(), channel_.group().position, bytes, nullptr, deadline());
+    return memory_->allocate(bootstrap_.scope(), channel_.group().position, bytes, nullptr, deadline(),
+                             "basp_mem_alloc");
   }
   void free_shared(void* ptr) override {
-    memory_->release(bootstrap_.scope(), channel_.group().position, ptr, deadline());
+    memory_->release(bootstrap_.scope(), channel_.group().position, ptr, deadline(), "basp_mem_free");
   }
 
  private:

@@ -39,10 +39,10 @@ class StagedPath final : public ExchangePath {
       bytes += (p.tensors[t].tensor_bytes() + 63) / 64 * 64;
     }
     bool shared = false;
-    void* mine =
-        staging_.allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared, deadline);
+    void* mine = staging_.allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared,
+                                   deadline, "basp_plan_create");
     if (!shared) {
-      staging_.release(group, p.position, mine, deadline);
+      staging_.release(group, p.position, mine, deadline, "basp_plan_create");
       return false;
     }
     base_.assign(static_cast<size_t>(p.group_size), nullptr);

@@ -47,7 +47,7 @@ void SharedMemory::unmap(Region& r) {
 }
 
 void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t bytes, bool* shared,
-                             const detail::Deadline& deadline) {
+                             const detail::Deadline& deadline, const char* call) {
   BASP_CHECK_ARG(bytes > 0, "bytes (", bytes, ") must be positive");
   int k = 0;
   BASP_MPI_CHECK(MPI_Comm_size(group.comm, &k));
@@ -78,8 +78,8 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
     // Still collective: tell the others this rank has nothing, then fail everywhere.
     Published none{0, -1, 0, 0, -1};
     std::vector<Published> all(static_cast<size_t>(k));
-    allgather_bytes(group, &none, sizeof(Published), all.data(), "the exchange of shared memory at basp_mem_alloc",
-                    deadline);
+    allgather_bytes(group, &none, sizeof(Published), all.data(),
+                    (std::string("the exchange of shared memory at ") + call).c_str(), deadline);
     detail::fail(BASP_ERROR_OUT_OF_MEMORY, "mmap of ", bytes, " bytes failed: ", std::strerror(err));
   }
   mine.mapped = static_cast<std::byte*>(p);
@@ -88,8 +88,8 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
   Published me{static_cast<int64_t>(getpid()), mine.fd, mine.base, bytes, have_fd ? 1 : 0};
   std::vector<Published> all(static_cast<size_t>(k));
   try {
-    allgather_bytes(group, &me, sizeof(Published), all.data(), "the exchange of shared memory at basp_mem_alloc",
-                    deadline);
+    allgather_bytes(group, &me, sizeof(Published), all.data(),
+                    (std::string("the exchange of shared memory at ") + call).c_str(), deadline);
   } catch (...) {
     unmap(mine);
     throw;
@@ -124,31 +124,39 @@ void* SharedMemory::allocate(const CollectiveScope& group, int position, size_t 
   }
   int64_t all_ok = ok;
   try {
-    allreduce_min(group, &all_ok, 1, "the mapping check of basp_mem_alloc", deadline);
+    allreduce_min(group, &all_ok, 1, (std::string("the mapping check of ") + call).c_str(), deadline);
   } catch (...) {
     for (auto& r : peers) unmap(*r);
     unmap(mine);
     throw;
   }
-  std::lock_guard<std::mutex> lock(writers_);
-  const uint64_t id = next_id_++;
-  if (!all_ok) {
-    for (auto& r : peers) unmap(*r);
-    peers.clear();
+  {
+    std::lock_guard<std::mutex> lock(writers_);
+    const uint64_t id = next_id_++;
+    if (!all_ok) {
+      for (auto& r : peers) unmap(*r);
+      peers.clear();
+    }
+    mine.id = id;
+    mine.shared = all_ok == 1;
+    publish(std::move(mine_owned));
+    for (auto& r : peers) {
+      r->id = id;
+      r->shared = true;
+      publish(std::move(r));
+    }
   }
-  mine.id = id;
-  mine.shared = all_ok == 1;
-  publish(std::move(mine_owned));
-  for (auto& r : peers) {
-    r->id = id;
-    r->shared = true;
-    publish(std::move(r));
-  }
+  // No rank returns before every rank published the regions: an exchange that another thread starts with them
+  // right away must find them in every rank's table, or the ranks would reach different verdicts (shared path or
+  // not) from the same addresses.
+  int64_t published = 1;
+  allreduce_min(group, &published, 1, (std::string("the publication round of ") + call).c_str(), deadline);
   if (shared) *shared = all_ok == 1;
   return p;
 }
 
-void SharedMemory::release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline) {
+void SharedMemory::release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline,
+                           const char* call) {
   std::lock_guard<std::mutex> lock(writers_);
   int64_t found_id = -1;
   for (Region* r = head_.load(); r != nullptr && found_id < 0; r = r->next) {
@@ -159,8 +167,8 @@ void SharedMemory::release(const CollectiveScope& group, int position, void* ptr
   int k = 0;
   BASP_MPI_CHECK(MPI_Comm_size(group.comm, &k));
   std::vector<int64_t> ids(static_cast<size_t>(k));
-  allgather_bytes(group, &found_id, sizeof(int64_t), ids.data(), "the exchange of allocation numbers at basp_mem_free",
-                  deadline);
+  allgather_bytes(group, &found_id, sizeof(int64_t), ids.data(),
+                  (std::string("the exchange of allocation numbers at ") + call).c_str(), deadline);
   BASP_CHECK_ARG(found_id >= 0, "ptr (", ptr, ") was not returned by basp_mem_alloc on this comm, or was freed");
   for (int j = 0; j < k; ++j) {
     BASP_CHECK_ARG(ids[j] == found_id, "rank at group position ", j, " freed a different allocation (",

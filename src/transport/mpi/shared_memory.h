@@ -33,11 +33,13 @@ class SharedMemory {
   // zeroed host memory for this rank. When the group spans nodes or the kernel refuses the mapping, the memory is
   // ordinary private memory (still valid, just not shared) and `shared` says so. Its collectives are bounded by
   // `deadline`.
+  // `call` names the call in messages ("basp_mem_alloc", "basp_plan_create").
   void* allocate(const CollectiveScope& group, int position, size_t bytes, bool* shared,
-                 const detail::Deadline& deadline);
+                 const detail::Deadline& deadline, const char* call);
   // Collective: every rank passes the pointer it got from the same allocate call. Throws (on every rank) when
   // some rank passes a pointer that allocate did not return. Must not run while an exchange reads the table.
-  void release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline);
+  void release(const CollectiveScope& group, int position, void* ptr, const detail::Deadline& deadline,
+               const char* call);
 
   // This process's address of [address, address + bytes) in the memory of the rank at `owner`, or nullptr
   // when that range is not inside one shared region. Lock-free and allocation-free: the exchanges call it per
