@@ -109,10 +109,15 @@ basp_status_t basp_comm_create_oob(const basp_oob_t* oob, const basp_comm_config
   return guarded(__func__, [&] {
     CreateArgs args;
     read_create_args(basp::runtime::CallKind::kCommCreateOob, config, comm, args);
-    // The channel itself: nothing reaches the other ranks without it.
-    const basp_oob_v1 channel =
-        basp::capi::read_struct(oob, kOobDefaults, BASP_OOB_MAGIC, BASP_OOB_VERSION, "oob", kOobFirstSize);
-    hand_out(basp::runtime::comm_from_oob(channel, args.call), comm);
+    // The channel itself: nothing reaches the other ranks without it (the runtime says which error comes first).
+    basp_oob_v1 channel = kOobDefaults;
+    std::exception_ptr channel_error;
+    try {
+      channel = basp::capi::read_struct(oob, kOobDefaults, BASP_OOB_MAGIC, BASP_OOB_VERSION, "oob", kOobFirstSize);
+    } catch (const basp::detail::Error&) {
+      channel_error = std::current_exception();
+    }
+    hand_out(basp::runtime::comm_from_oob(channel_error ? nullptr : &channel, channel_error, args.call), comm);
   });
 }
 

@@ -25,10 +25,10 @@ struct Readiness {
 };
 static_assert(std::is_trivially_copyable_v<Readiness>, "Readiness travels as bytes");
 
-std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent, transport::Connector& connector,
-                                                    const char* call, const detail::Deadline& deadline) {
+// This rank's part of step 3, found before the agreement (discovery may take a while: hwloc, NVML) so that the
+// step itself starts together on every rank. A failure is not thrown: it travels in the record.
+Readiness readiness_of(transport::Connector& connector, std::exception_ptr& own) {
   Readiness mine;
-  std::exception_ptr own;
   try {
     mine.locality = connector.locality();
   } catch (const detail::Error& e) {
@@ -36,6 +36,12 @@ std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent
     mine.status = e.status();
     std::strncpy(mine.reason, e.what(), sizeof(mine.reason) - 1);
   }
+  return mine;
+}
+
+std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent, const Readiness& mine,
+                                                    const std::exception_ptr& own, const char* call,
+                                                    const detail::Deadline& deadline) {
   std::vector<Readiness> all = transport::allgather_records(
       parent, mine, std::string("the gather of the ranks' locations (") + call + ")", deadline);
   for (size_t r = 0; r < all.size(); ++r) {
@@ -75,19 +81,32 @@ std::exception_ptr local_checks(const CreateCall& call, int32_t world_size, cons
 
 std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall& call, const EntryCheck& check,
                                   const ConnectorFor& connector_for) {
-  // 1. Local checks; a rank that fails them still takes part in step 2.
+  // 1. Local checks; a rank that fails them still takes part in step 2. Its readiness is found now too.
   CommOptions options;
-  const std::exception_ptr error = local_checks(call, parent.size(), check, options);
+  std::exception_ptr error = local_checks(call, parent.size(), check, options);
+  std::unique_ptr<transport::Connector> connector;
+  Readiness mine;
+  std::exception_ptr unready;
+  if (!error) {
+    try {
+      connector = connector_for(options);
+      mine = readiness_of(*connector, unready);
+    } catch (const detail::Error&) {
+      error = std::current_exception();
+    }
+  }
   if (error) options.timeout_ms = fallback_timeout_ms(call.config);
-  const detail::Deadline deadline(options.timeout_ms);
   // 2. Agree.
-  agree(parent, describe_comm_create(call.kind, call.config, status_of(error)), error, deadline);
-  // 3. Locality, 4. groups, 5. connect.
-  const std::unique_ptr<transport::Connector> connector = connector_for(options);
+  agree(parent, describe_comm_create(call.kind, call.config, status_of(error)), error,
+        detail::Deadline(options.timeout_ms));
+  // 3. Locality, 4. groups, 5. connect. Every rank is inside the call now, and each step gets the whole timeout:
+  // with one deadline from the start of the call, a rank that came late would find the others given up on a step
+  // it then completes from their abandoned contributions, and go on alone into a step that cannot time out.
   const std::vector<topology::RankLocality> locality =
-      gather_locality(parent, *connector, call_name(call.kind), deadline);
+      gather_locality(parent, mine, unready, call_name(call.kind), detail::Deadline(options.timeout_ms));
   plan::GroupLayout layout = plan_groups(parent.size(), options, locality);
-  auto transport = connector->connect(group_spec(layout, parent.rank(), options.timeout_ms), deadline);
+  auto transport =
+      connector->connect(group_spec(layout, parent.rank(), options.timeout_ms), detail::Deadline(options.timeout_ms));
   return std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
 }
 
@@ -116,15 +135,17 @@ std::unique_ptr<transport::Connector> nccl_init_connector(transport::Bootstrap& 
 #endif
 }
 
-std::shared_ptr<Comm> comm_from_oob(const basp_oob_v1& oob, const CreateCall& call) {
+std::shared_ptr<Comm> comm_from_oob(const basp_oob_v1* oob, const std::exception_ptr& oob_error,
+                                    const CreateCall& call) {
   const EntryCheck check = [](const CommOptions& options) {
     BASP_CHECK_ARG(options.backend == BASP_BACKEND_NCCL, "config->backend (", static_cast<int>(options.backend),
                    ") is not BASP_BACKEND_NCCL: basp_comm_create_oob builds NCCL comms");
     require_nccl_build("basp_comm_create_oob");
   };
   std::unique_ptr<transport::oob::OobBootstrap> parent;
+  if (oob_error) fail_without_parent(call, check, oob_error);
   try {
-    parent = std::make_unique<transport::oob::OobBootstrap>(oob);
+    parent = std::make_unique<transport::oob::OobBootstrap>(*oob);
   } catch (const detail::Error&) {
     fail_without_parent(call, check, std::current_exception());
   }

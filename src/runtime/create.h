@@ -4,14 +4,15 @@
 //   1. local checks: the config (runtime/options.h), G against N, the backend this entry and this build can serve;
 //   2. agree: the consistency check over the parent (runtime/consistency.h), which a rank whose local checks failed
 //      joins too, so that every rank fails at once;
-//   3. locality: one all-gather of every rank's readiness and locality record; a rank that cannot take part (no
-//      CUDA device) makes every rank fail with its reason;
+//   3. locality: one all-gather of every rank's readiness and locality record (found before step 2); a rank that
+//      cannot take part (no CUDA device) makes every rank fail with its reason;
 //   4. groups: placement (runtime::plan_groups), the same on every rank;
 //   5. connect: the backend's group transport, over the parent.
 //
-// The constructors (basp_comm_create_mpi/_nccl/_oob) differ only in the parent they wrap and the connectors they
-// offer. A parent that is itself unusable (MPI_COMM_NULL, a NULL ncclComm_t, malformed callbacks) fails on its rank
-// only, before step 2: nothing can reach the other ranks then, and they time out.
+// Steps 3 and 5 each get the whole timeout (every rank is inside the call once step 2 is done). The constructors
+// (basp_comm_create_mpi/_nccl/_oob) differ only in the parent they wrap and the connectors they offer. A parent that is
+// itself unusable (MPI_COMM_NULL, a NULL ncclComm_t, malformed callbacks) fails on its rank only, before step 2:
+// nothing can reach the other ranks then, and they time out.
 #pragma once
 
 #include <exception>
@@ -53,7 +54,9 @@ std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall
 // The three constructors. Each throws at once when its parent is unusable; otherwise it is create_comm().
 std::shared_ptr<Comm> comm_from_mpi(basp_mpi_fint_t parent, const CreateCall& call);
 std::shared_ptr<Comm> comm_from_nccl(void* nccl_comm, const CreateCall& call);
-std::shared_ptr<Comm> comm_from_oob(const basp_oob_v1& oob, const CreateCall& call);
+// `oob` is NULL and `oob_error` set when the caller's basp_oob_t could not be read.
+std::shared_ptr<Comm> comm_from_oob(const basp_oob_v1* oob, const std::exception_ptr& oob_error,
+                                    const CreateCall& call);
 
 // The entry check of the NCCL backend in this build: BASP_ERROR_UNSUPPORTED naming `entry` without NCCL.
 void require_nccl_build(const char* entry);
