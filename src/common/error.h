@@ -2,6 +2,7 @@
 // returns and a message that names the argument and its value. The C ABI turns it into a status (capi/).
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,18 @@ std::string str(Args&&... args) {
 template <typename... Args>
 [[noreturn]] void fail(basp_status_t status, Args&&... args) {
   throw Error(status, str(std::forward<Args>(args)...));
+}
+
+// The status of a captured error: BASP_SUCCESS for none, BASP_ERROR_INTERNAL for anything but an Error.
+inline basp_status_t status_of(const std::exception_ptr& error) {
+  if (!error) return BASP_SUCCESS;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.status();
+  } catch (...) {
+    return BASP_ERROR_INTERNAL;
+  }
 }
 
 }  // namespace basp::detail

@@ -310,15 +310,4 @@ void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::e
   if (local_error) std::rethrow_exception(local_error);
 }
 
-basp_status_t status_of(const std::exception_ptr& error) {
-  if (!error) return BASP_SUCCESS;
-  try {
-    std::rethrow_exception(error);
-  } catch (const detail::Error& e) {
-    return e.status();
-  } catch (...) {
-    return BASP_ERROR_INTERNAL;
-  }
-}
-
 }  // namespace basp::runtime

@@ -17,6 +17,7 @@
 
 #include "basp/basp.h"
 #include "common/deadline.h"
+#include "common/error.h"
 #include "plan/groups.h"
 #include "transport/bootstrap.h"
 
@@ -96,7 +97,6 @@ void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std
 void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::exception_ptr& local_error,
            const detail::Deadline& deadline);
 
-// The status of a captured error (BASP_SUCCESS for none, BASP_ERROR_INTERNAL for a foreign exception).
-basp_status_t status_of(const std::exception_ptr& error);
+using detail::status_of;
 
 }  // namespace basp::runtime

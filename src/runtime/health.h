@@ -51,11 +51,12 @@ class Health {
   std::string message_;
 };
 
-// Failures that leave a group out of step: a timeout, a failed MPI, NCCL or CUDA call in a collective step. Argument
-// errors and mismatches are found by every rank alike, before anything is posted, and leave the comm usable.
+// Failures that leave a group out of step: a timeout, a failed MPI, NCCL or CUDA call in a collective step, and an
+// internal error (a bug: nothing says the ranks are still in step). Argument errors and mismatches are found by every
+// rank alike, before anything is posted, and leave the comm usable.
 constexpr bool breaks_comm(basp_status_t status) {
   return status == BASP_ERROR_TIMEOUT || status == BASP_ERROR_MPI || status == BASP_ERROR_NCCL ||
-         status == BASP_ERROR_CUDA || status == BASP_ERROR_COMM_BROKEN;
+         status == BASP_ERROR_CUDA || status == BASP_ERROR_COMM_BROKEN || status == BASP_ERROR_INTERNAL;
 }
 
 }  // namespace basp::runtime

@@ -1,9 +1,13 @@
 #include "runtime/plan.h"
 
+#include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "common/status_name.h"
 #include "runtime/pointer_check.h"
 
 namespace basp::runtime {
@@ -28,7 +32,41 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
   transport::PlanContext context;
   context.plan_id = comm_->next_plan_id();
   context.call = "basp_plan_create";
-  executor_ = comm_->collective([&] { return comm_->transport().make_executor(exchange_, context); });
+  std::exception_ptr unmade;
+  try {
+    executor_ = comm_->collective([&] { return comm_->transport().make_executor(exchange_, context); });
+  } catch (const detail::Error& e) {
+    if (breaks_comm(e.status())) throw;
+    unmade = std::current_exception();  // out of memory for its workspace, say: the others must not go on alone
+  }
+  comm_->collective([&] { confirm_made(unmade); });
+}
+
+// The last step of plan creation: one all-gather of whether every rank made its executor. Without it a rank that
+// ran out of memory for its workspace would fail alone, and its peers' exchanges would wait for it.
+void Plan::confirm_made(const std::exception_ptr& unmade) {
+  struct Made {
+    int32_t status = BASP_SUCCESS;
+    char reason[220] = {};
+  } mine;
+  if (unmade) {
+    mine.status = status_of(unmade);
+    try {
+      std::rethrow_exception(unmade);
+    } catch (const detail::Error& e) {
+      std::strncpy(mine.reason, e.what(), sizeof(mine.reason) - 1);
+    }
+  }
+  transport::Bootstrap& group = comm_->transport().group();
+  const std::vector<Made> all = transport::allgather_records(group, mine, "the confirmation round of basp_plan_create",
+                                                             detail::Deadline(comm_->options().timeout_ms));
+  if (unmade) std::rethrow_exception(unmade);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].status == BASP_SUCCESS) continue;
+    std::string reason(all[r].reason, strnlen(all[r].reason, sizeof(all[r].reason)));
+    detail::fail(static_cast<basp_status_t>(all[r].status), "world rank ", group.labels()[r], " of ", group.where(),
+                 " could not make its part of the plan (", detail::status_name(all[r].status), ": ", reason, ")");
+  }
 }
 
 void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) {
@@ -85,15 +123,27 @@ void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* c
   checked_valid_ = true;
 }
 
+// A rank whose buffers fail the checks still tells its group (transport::PlanExecutor::fail), so that the peers
+// fail at once instead of waiting for it until their timeout; then it throws its own error.
 void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
   check_usable();
-  check_buffers("scatter", inputs, outputs, stream);
+  try {
+    check_buffers("scatter", inputs, outputs, stream);
+  } catch (const detail::Error&) {
+    const std::exception_ptr own = std::current_exception();
+    comm_->collective([&] { executor_->fail(true, own); });
+  }
   comm_->collective([&] { executor_->scatter(inputs, outputs, stream); });
 }
 
 void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
   check_usable();
-  check_buffers("gather", inputs, outputs, stream);
+  try {
+    check_buffers("gather", inputs, outputs, stream);
+  } catch (const detail::Error&) {
+    const std::exception_ptr own = std::current_exception();
+    comm_->collective([&] { executor_->fail(false, own); });
+  }
   comm_->collective([&] { executor_->gather(inputs, outputs, stream); });
 }
 

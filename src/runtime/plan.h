@@ -32,6 +32,7 @@ class Plan {
   basp_plan_info_v1 info() const;
 
  private:
+  void confirm_made(const std::exception_ptr& unmade);
   void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream);
   void check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs);
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ class PlanExecutor {
   // backend-specific (NULL for MPI).
   virtual void scatter(const void* const* inputs, void* const* outputs, void* stream) = 0;
   virtual void gather(const void* const* inputs, void* const* outputs, void* stream) = 0;
+  // A scatter (or gather) this rank cannot make: its own checks of its arguments failed with `own`. A backend whose
+  // exchanges talk before moving data tells the group, so that the peers fail at once instead of waiting for this
+  // rank; then (or at once, elsewhere) it throws `own`.
+  [[noreturn]] virtual void fail(bool scatter, const std::exception_ptr& own) {
+    (void)scatter;
+    std::rethrow_exception(own);
+  }
   virtual int64_t workspace_bytes() const = 0;
   // The path fixed at plan creation.
   virtual basp_path_t plan_path() const = 0;

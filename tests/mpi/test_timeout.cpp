@@ -7,9 +7,13 @@
 // are mismatches instead (mixed_ops, other_plan): the first control round names every rank's exchange.
 //
 // usage: test_timeout <scenario> [timeout_ms]   (-1: config->timeout_ms unset, BASP_TIMEOUT_MS decides)
-//   plan_create | mem_alloc | comm_create | scatter | gather | scatter_large | mixed_ops | other_plan
+//   plan_create | mem_alloc | comm_create | scatter | gather | scatter_large | mixed_ops | other_plan |
+//   bad_buffers | plan_unmade
 // BASP_MPI_TRANSPORT (set by CTest) picks the exchange path. Prints each rank's measured time to error.
 #include <mpi.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -345,6 +349,80 @@ void scenario_other_plan(MPI_Comm parent) {
   EXPECT(basp_comm_destroy(comm) == BASP_SUCCESS, "%s", last().c_str());
 }
 
+// The late rank passes a NULL input while the others call basp_scatter correctly: it reports its own error, and its
+// first control round, flagged, makes the others fail at once naming it; the comm stays usable.
+void scenario_bad_buffers(MPI_Comm parent) {
+  basp_comm_t comm = make_comm(parent);
+  const basp_plan_desc_t d = desc(16);
+  basp_plan_t plan = make_plan(comm, d);
+  basp::test::ExchangeBuffers x = basp::test::make_buffers(comm, d, 21);
+  const void* in[2] = {is_late() ? nullptr : x.seq[0].data(), x.seq[1].data()};
+  void* out[2] = {x.head[0].data(), x.head[1].data()};
+  const auto t0 = Clock::now();
+  const basp_status_t st = basp_scatter(plan, in, out, nullptr);
+  const int64_t took = ms_since(t0);
+  std::printf("rank %d (%s): basp_scatter -> %s after %lld ms\n", g_rank, is_late() ? "bad buffers" : "waiting",
+              basp_status_string(st), static_cast<long long>(took));
+  if (is_late()) {
+    EXPECT(st == BASP_ERROR_NULL_POINTER, "%s: %s", basp_status_string(st), last().c_str());
+    EXPECT(contains(last(), "inputs[0] is NULL"), "%s", last().c_str());
+  } else {
+    EXPECT(st == BASP_ERROR_MISMATCH, "%s: %s", basp_status_string(st), last().c_str());
+    EXPECT(contains(last(), "could not all make the exchange") &&
+               contains(last(), "rank " + std::to_string(g_size - 1) +
+                                    " = basp_scatter whose argument checks failed with BASP_ERROR_NULL_POINTER"),
+           "%s", last().c_str());
+  }
+  EXPECT(took < g_timeout_ms, "the failure took %lld ms", static_cast<long long>(took));
+  EXPECT(basp::test::exchange_is_exact(comm, plan, d, 22), "the comm is not usable after: %s", last().c_str());
+  MPI_Barrier(g_control);
+  basp_plan_destroy(plan);
+  basp_comm_destroy(comm);
+}
+
+// The late rank cannot allocate its part of a plan (its address space is limited for the call): it reports
+// BASP_ERROR_OUT_OF_MEMORY, and the plan's confirmation round makes the others fail with it at once instead of
+// creating a plan whose exchanges would wait for that rank. The comm stays usable. Point-to-point path (its
+// workspace is allocated after the path's collective steps).
+void scenario_plan_unmade(MPI_Comm parent) {
+  basp_comm_t comm = make_comm(parent);
+  const basp_plan_desc_t big = basp::test::byte_bshd_desc(g_size * (int64_t{1} << 18), 128, 2, g_size);  // 100+ MiB
+  rlimit before{};
+  getrlimit(RLIMIT_AS, &before);
+  if (is_late()) {
+    // What is mapped now plus 64 MiB: the workspace (hundreds of MiB) cannot fit.
+    rlimit tight = before;
+    unsigned long pages = 0;
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f != nullptr && std::fscanf(f, "%lu", &pages) == 1) {
+      tight.rlim_cur = pages * static_cast<unsigned long>(sysconf(_SC_PAGESIZE)) + (64ul << 20);
+      setrlimit(RLIMIT_AS, &tight);
+    }
+    if (f != nullptr) std::fclose(f);
+  }
+  basp_plan_t plan = nullptr;
+  const auto t0 = Clock::now();
+  const basp_status_t st = basp_plan_create(comm, &big, &plan);
+  const int64_t took = ms_since(t0);
+  if (is_late()) setrlimit(RLIMIT_AS, &before);
+  std::printf("rank %d (%s): basp_plan_create -> %s after %lld ms\n", g_rank, is_late() ? "no memory" : "waiting",
+              basp_status_string(st), static_cast<long long>(took));
+  EXPECT(st == BASP_ERROR_OUT_OF_MEMORY, "%s: %s", basp_status_string(st), last().c_str());
+  EXPECT(plan == nullptr, "a plan was returned");
+  if (!is_late()) {
+    EXPECT(contains(last(), "world rank " + std::to_string(g_size - 1) + " of group 0") &&
+               contains(last(), "could not make its part of the plan (BASP_ERROR_OUT_OF_MEMORY"),
+           "%s", last().c_str());
+  }
+  EXPECT(took < g_timeout_ms, "the failure took %lld ms", static_cast<long long>(took));
+  const basp_plan_desc_t d = desc(16);
+  basp_plan_t small = make_plan(comm, d);
+  EXPECT(basp::test::exchange_is_exact(comm, small, d, 23), "the comm is not usable after: %s", last().c_str());
+  MPI_Barrier(g_control);
+  basp_plan_destroy(small);
+  basp_comm_destroy(comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -379,6 +457,10 @@ int main(int argc, char** argv) {
     scenario_mixed_ops(parent);
   } else if (scenario == "other_plan") {
     scenario_other_plan(parent);
+  } else if (scenario == "bad_buffers") {
+    scenario_bad_buffers(parent);
+  } else if (scenario == "plan_unmade") {
+    scenario_plan_unmade(parent);
   } else {
     if (g_rank == 0) std::fprintf(stderr, "unknown scenario '%s'\n", scenario.c_str());
     ++g_failures;

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/keep_forever.h"
 #include "common/rank_list.h"
+#include "common/status_name.h"
 #include "transport/mpi/mpi_util.h"
 #include "transport/mpi/mpi_wait.h"
 
@@ -50,8 +51,9 @@ ControlChannel::ControlChannel(MPI_Comm comm, GroupSpec group) : comm_(comm), gr
   stash_.reserve(64);
 }
 
+// Freeing a communicator with point-to-point operations still pending is safe in MPI (they complete on their own).
 ControlChannel::~ControlChannel() {
-  if (comm_ != MPI_COMM_NULL && !abandoned_ && mpi_alive()) MPI_Comm_free(&comm_);
+  if (comm_ != MPI_COMM_NULL && mpi_alive()) MPI_Comm_free(&comm_);
 }
 
 int ControlChannel::tag_of(int64_t plan_id) const {
@@ -115,24 +117,39 @@ void PlanControl::rollback() { --call_; }
 
 void PlanControl::end() { channel_.leave(); }
 
+void PlanControl::exchange_round(const detail::Deadline& deadline, const char* step) {
+  try {
+    receive_all(round_, deadline, step);
+  } catch (...) {
+    // A receive failed (a timeout, an MPI error): the sends may never complete; MPI may still read send_.
+    if (drop_requests(sends_.data(), static_cast<int>(sends_.size())) > 0) sends_pinned_ = true;
+    throw;
+  }
+  finish_sends(deadline, step);
+}
+
 void PlanControl::arrive(const uint64_t* addresses, int32_t count, uint32_t flags, const detail::Deadline& deadline,
                          const char* step, uint64_t workspace) {
   send_all(kArrive, flags, addresses, count, workspace);
-  receive_all(kArrive, deadline, step);
-  finish_sends(deadline, step);
+  exchange_round(deadline, step);
   check_arrivals();
+}
+
+void PlanControl::arrive_failed(basp_status_t status, const detail::Deadline& deadline, const char* step) {
+  send_all(kArrive, kFlagFailed, nullptr, 0, 0, status);
+  exchange_round(deadline, step);
 }
 
 void PlanControl::round(Round round, const detail::Deadline& deadline, const char* step) {
   send_all(round, 0, nullptr, 0, 0);
-  receive_all(round, deadline, step);
-  finish_sends(deadline, step);
+  exchange_round(deadline, step);
   for (int32_t j = 0; j < k_; ++j) {
     if (j != me_) check_round(j, round);
   }
 }
 
-void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace) {
+void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace,
+                           int32_t status) {
   ++rounds_;
   round_ = round;
   ControlMessage& m = *send_;
@@ -143,6 +160,7 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.flags = flags | (channel_.concurrent() ? kFlagConcurrent : 0u);
   m.count = count;
   m.workspace = workspace;
+  m.status = status;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
   recv_[static_cast<size_t>(me_)] = m;
   for (int32_t i = 1; i < k_; ++i) {
@@ -177,8 +195,10 @@ bool PlanControl::look_for_witness(int32_t j) {
   if (!flag) return false;  // another thread took it meanwhile
   ControlMessage w;
   BASP_MPI_CHECK(MPI_Mrecv(&w, kMessageBytes, MPI_BYTE, &message, MPI_STATUS_IGNORE));
-  if (w.flags & kFlagConcurrent) {
-    channel_.set_concurrent();
+  if (w.flags & kFlagConcurrent) channel_.set_concurrent();
+  // Another thread of this rank (or of the sender) may be in that plan: the message is its, not a witness. Asked
+  // after the receive too, since a thread may have entered the other plan meanwhile.
+  if (channel_.concurrent()) {
     channel_.stash(j, status.MPI_TAG, w);
     return false;
   }
@@ -236,7 +256,18 @@ void PlanControl::check_round(int32_t j, Round round) const {
 void PlanControl::check_arrivals() {
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
-    if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ || m.op != static_cast<int32_t>(op_)) {
+    // On this plan's tag only this plan's first rounds can come first: anything else means the group is out of
+    // step, and no verdict drawn from it could be trusted.
+    if (j != me_ && got_[static_cast<size_t>(j)] == Got::kOwn && (m.plan != plan_id_ || m.round != kArrive)) {
+      BASP_CHECK(false, BASP_ERROR_INTERNAL, "the first control round of plan #", plan_id_, " in ",
+                 channel_.group().where, " got world rank ", channel_.group().members[static_cast<size_t>(j)],
+                 "'s message of plan #", m.plan, " (round ", m.round, "): the group is out of step");
+    }
+  }
+  for (int32_t j = 0; j < k_; ++j) {
+    const ControlMessage& m = recv_[static_cast<size_t>(j)];
+    if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ || m.op != static_cast<int32_t>(op_) ||
+        (m.flags & kFlagFailed)) {
       report_mismatch();
     }
   }
@@ -248,9 +279,13 @@ void PlanControl::report_mismatch() const {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     same_exchange = same_exchange && got_[static_cast<size_t>(j)] == Got::kOwn && m.call == call_;
   }
+  bool failed = false;  // some rank's own argument checks failed: that, not the operations, is the story
+  for (int32_t j = 0; j < k_; ++j) failed = failed || (recv_[static_cast<size_t>(j)].flags & kFlagFailed);
   auto describe = [&](const ControlMessage& m) {
     std::string out = op_name(m.op);
     if (!same_exchange) out += " of plan #" + std::to_string(m.plan) + " (exchange #" + std::to_string(m.call) + ")";
+    if (m.flags & kFlagFailed)
+      out += " whose argument checks failed with " + std::string(detail::status_name(m.status));
     return out;
   };
   std::vector<std::pair<std::string, std::vector<int32_t>>> sides;  // in order of the first rank
@@ -268,9 +303,11 @@ void PlanControl::report_mismatch() const {
   for (const auto& [what, ranks] : sides) {
     detail += std::string(detail.empty() ? "" : ", ") + "rank " + detail::compress_ranks(ranks) + " = " + what;
   }
-  detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", channel_.group().where,
-               same_exchange ? " are not in the same operation of this plan: " : " are not in the same exchange: ",
-               detail, same_exchange ? "" : " (plans are numbered in the order the comm made them)");
+  const char* what = failed          ? " could not all make the exchange: "
+                     : same_exchange ? " are not in the same operation of this plan: "
+                                     : " are not in the same exchange: ";
+  detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", channel_.group().where, what, detail,
+               same_exchange ? "" : " (plans are numbered in the order the comm made them)");
 }
 
 void PlanControl::report_timeout(const detail::Deadline& deadline, const char* step) {
@@ -279,8 +316,7 @@ void PlanControl::report_timeout(const detail::Deadline& deadline, const char* s
     if (got_[static_cast<size_t>(j)] == Got::kNothing)
       pending.push_back(channel_.group().members[static_cast<size_t>(j)]);
   }
-  if (drop_requests(sends_.data(), static_cast<int>(sends_.size())) > 0) sends_pinned_ = true;
-  fail_timeout(deadline, step, channel_.group().where, std::move(pending));
+  fail_timeout(deadline, step, channel_.group().where, std::move(pending));  // exchange_round pins the sends
 }
 
 }  // namespace basp::transport::mpi

@@ -41,6 +41,7 @@ enum Round : int32_t {
 
 constexpr uint32_t kFlagConcurrent = 1;  // the sender's comm ran two exchanges at once on one rank
 constexpr uint32_t kFlagStaged = 2;      // staged path: the sender filled its staging region before round 1
+constexpr uint32_t kFlagFailed = 4;      // the sender's own checks of its arguments failed (`status`): no exchange
 
 struct ControlMessage {
   int64_t plan = -1;  // the plan's id in its comm
@@ -51,6 +52,8 @@ struct ControlMessage {
   int32_t count = 0;                            // addresses used
   uint64_t address[2 * BASP_MAX_TENSORS] = {};  // inputs then outputs (round 1)
   uint64_t workspace = 0;                       // the sender's packed workspace, where its path has one (round 1)
+  int32_t status = 0;                           // with kFlagFailed: the status of the sender's failed checks
+  int32_t reserved = 0;
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
@@ -79,9 +82,6 @@ class ControlChannel {
   void stash(int source, int tag, const ControlMessage& message);
   bool take_stashed(int source, int tag, ControlMessage* message);
 
-  // After a timeout a send may stay pending: the comm is broken and must not free the communicator's buffers.
-  void mark_abandoned() { abandoned_ = true; }
-
  private:
   struct Stashed {
     int source;
@@ -96,7 +96,6 @@ class ControlChannel {
   std::atomic<int32_t> stashed_count_{0};
   std::mutex stash_mutex_;
   std::vector<Stashed> stash_;
-  bool abandoned_ = false;
 };
 
 // One per plan: its message buffers (allocated once), its call counter and the rounds of its exchanges.
@@ -117,6 +116,10 @@ class PlanControl {
   // for. `step` names the round in a timeout.
   void arrive(const uint64_t* addresses, int32_t count, uint32_t flags, const detail::Deadline& deadline,
               const char* step, uint64_t workspace = 0);
+  // Round 1 of an exchange this rank cannot make, because its own checks of its arguments failed with `status`:
+  // its peers learn it from this rank's message and fail with BASP_ERROR_MISMATCH naming it, at once, instead of
+  // waiting for the timeout. Returns when every peer's message is in; throws BASP_ERROR_TIMEOUT otherwise.
+  void arrive_failed(basp_status_t status, const detail::Deadline& deadline, const char* step);
   // Rounds without payload (kDone, kReady).
   void round(Round round, const detail::Deadline& deadline, const char* step);
   const ControlMessage& peer(int32_t position) const { return recv_[static_cast<size_t>(position)]; }
@@ -125,7 +128,10 @@ class PlanControl {
 
  private:
   enum class Got : uint8_t { kNothing, kOwn, kWitness };
-  void send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace);
+  void send_all(Round round, uint32_t flags, const uint64_t* addresses, int32_t count, uint64_t workspace,
+                int32_t status = 0);
+  // send_all, receive_all, finish_sends: one round; sends that may still be pending when it fails stay pinned.
+  void exchange_round(const detail::Deadline& deadline, const char* step);
   void receive_all(Round round, const detail::Deadline& deadline, const char* step);
   bool receive_from(int32_t j);
   bool look_for_witness(int32_t j);

@@ -57,6 +57,26 @@ class MpiExecutor final : public PlanExecutor {
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
 
+  [[noreturn]] void fail(bool scatter, const std::exception_ptr& own) override {
+    if (plan_.group_size == 1) std::rethrow_exception(own);
+    const detail::Deadline deadline(timeout_ms_);
+    control_.begin(scatter ? Op::kScatter : Op::kGather);
+    try {
+      // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
+      control_.arrive_failed(detail::status_of(own), deadline,
+                             scatter ? "the arrival of the group's ranks at basp_scatter (this rank's checks failed)"
+                                     : "the arrival of the group's ranks at basp_gather (this rank's checks failed)");
+    } catch (...) {
+      last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+      control_.end();
+      throw;
+    }
+    control_.rollback();
+    last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+    control_.end();
+    std::rethrow_exception(own);
+  }
+
  private:
   void run(Op op, const void* const* inputs, void* const* outputs) {
     const detail::Deadline deadline(timeout_ms_);
