@@ -315,8 +315,10 @@ BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info)
  * (host memory on MPI, device memory on NCCL) with cudaPointerGetAttributes, once per new set of pointers (a plan
  * remembers the last set that passed); BASP_CHECK_POINTERS=0 in the environment at plan creation turns the check
  * off for that plan. On the MPI backend an exchange that the group's ranks make on different plans of the comm, or
- * as scatter on some ranks and gather on others, fails on every rank with BASP_ERROR_MISMATCH naming both sides
- * (docs/reliability.md). On BASP_ERROR_TIMEOUT the outputs are undefined and the inputs untouched;
+ * as scatter on some ranks and gather on others, fails on every rank with BASP_ERROR_MISMATCH naming both sides,
+ * and so does one whose buffers fail these checks on some rank (that rank reports its own error): at once, the comm
+ * staying usable (docs/reliability.md). An exchange that fails leaves its outputs undefined (the rank's own slice
+ * may already be in them) and never writes its inputs; on BASP_ERROR_TIMEOUT
  * see docs/reliability.md for what MPI may still do with them. Threads: concurrently on different plans (also of
  * one comm), never twice at once on the same plan. */
 BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
@@ -379,7 +381,8 @@ typedef struct basp_oob_v1 {
   void* user_data;   /* passed to every callback */
   /* Starts an all-gather of `bytes` bytes from every rank: `send` of each rank, in rank order, into `recv`
    * (num_ranks * bytes). Stores a handle of the operation in *request. The library keeps `send` and `recv` valid and
-   * untouched until allgather_free(request) returns. */
+   * untouched until allgather_free(request) returns. A start that returns an error must have started nothing: the
+   * library then frees both buffers and never calls test or free for it. */
   int (*allgather_start)(void* user_data, const void* send, void* recv, size_t bytes, void** request);
   /* BASP_OOB_SUCCESS once `recv` holds every rank's bytes, BASP_OOB_IN_PROGRESS before. */
   int (*allgather_test)(void* user_data, void* request);

@@ -86,7 +86,8 @@ struct PlanInfo : basp_plan_info_v1 {
 //   bool test(void* handle);                                     // true once complete
 //   void free(void* handle);
 // whose methods may throw: an exception becomes an error code (the library reports BASP_ERROR_OOB), never crosses
-// the C ABI. `impl` must outlive basp_comm_create_oob.
+// the C ABI. start may throw only before it started anything (the library then frees the buffers). `impl` must
+// outlive basp_comm_create_oob.
 template <typename Impl>
 basp_oob_t make_oob(Impl& impl, int32_t rank, int32_t num_ranks) {
   struct Calls {
