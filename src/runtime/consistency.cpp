@@ -277,7 +277,7 @@ void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int
 }
 
 void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
-                        const std::string& where, const CallRecord& mine) {
+                        const std::string& where, const CallRecord& mine, OthersChecks* others) {
   const std::string call = call_name(static_cast<CallKind>(mine.kind));
   const uint64_t fp = fingerprint(mine);
   std::vector<uint64_t> all_fp(static_cast<size_t>(size));
@@ -285,6 +285,17 @@ void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std
   if (!std::all_of(all_fp.begin(), all_fp.end(), [fp](uint64_t v) { return v == fp; })) {
     std::vector<CallRecord> records(static_cast<size_t>(size));
     allgather(&mine, sizeof(CallRecord), records.data(), "the gather of the ranks' arguments of " + call);
+    if (others) {
+      // Whether every other rank's own checks ended with `status` (the records hold this rank's too).
+      const auto others_all = [&](int64_t status) {
+        const auto n = std::count_if(records.begin(), records.end(),
+                                     [&](const CallRecord& r) { return r.local_status == status; });
+        return n == size - (mine.local_status == status ? 0 : 1);
+      };
+      *others = others_all(BASP_SUCCESS)                                             ? OthersChecks::kPassed
+                : mine.local_status != BASP_SUCCESS && others_all(mine.local_status) ? OthersChecks::kFailedAlike
+                                                                                     : OthersChecks::kMixed;
+    }
     fail_mismatch(records, labels, where, mine);
   }
   if (mine.local_status != BASP_SUCCESS) return;  // every rank failed its own checks alike: none goes on
@@ -293,18 +304,22 @@ void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std
 
 void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::exception_ptr& local_error,
            const detail::Deadline& deadline) {
+  OthersChecks others = OthersChecks::kPassed;
   try {
     agree_by_allgather([&](const void* send, size_t bytes, void* recv,
                            const std::string& step) { bootstrap.allgather(send, bytes, recv, step, deadline); },
-                       bootstrap.size(), bootstrap.labels(), bootstrap.where(), mine);
+                       bootstrap.size(), bootstrap.labels(), bootstrap.where(), mine, &others);
   } catch (const detail::Error& e) {
     if (!local_error || e.status() != BASP_ERROR_MISMATCH) throw;
     // This rank's own error explains the mismatch best; say what the other ranks see.
     try {
       std::rethrow_exception(local_error);
     } catch (const detail::Error& own) {
-      detail::fail(own.status(), own.what(), " (the other ranks of the call fail with BASP_ERROR_MISMATCH: ", e.what(),
-                   ")");
+      const char* note =
+          others == OthersChecks::kPassed        ? " (the other ranks of the call fail with BASP_ERROR_MISMATCH: "
+          : others == OthersChecks::kFailedAlike ? " (every rank of the call failed so; the calls differ besides: "
+                                                 : " (the other ranks of the call fail too: ";
+      detail::fail(own.status(), own.what(), note, e.what(), ")");
     }
   }
   if (local_error) std::rethrow_exception(local_error);

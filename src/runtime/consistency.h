@@ -87,13 +87,16 @@ using AllGatherBytes = std::function<void(const void* send, size_t bytes, void* 
 //            which they never join, makes it time out too, instead of letting it go on into a step that cannot
 //            time out (MPI_Comm_split, ncclCommInitRank) and hang there.
 // Returns when every rank described the same call. Pure: the unit tests drive it with an emulated group.
+// On a mismatch, `others` (when given) says how the other ranks' own checks went.
+enum class OthersChecks { kPassed, kFailedAlike, kMixed };
 void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
-                        const std::string& where, const CallRecord& mine);
+                        const std::string& where, const CallRecord& mine, OthersChecks* others = nullptr);
 
 // The consistency check over `bootstrap`, for a rank whose own argument checks may have failed (`local_error`
 // set): it takes part all the same, so that the other ranks fail at once (BASP_ERROR_MISMATCH) instead of waiting
-// for it until their timeout, and then throws its own error, noting what the others see. The one place where a
-// local error meets the group's verdict.
+// for it until their timeout, and then throws its own error, noting what the others see. A rank's own error always
+// wins; when every rank failed alike (a build without NCCL asked for NCCL comms) and the calls differ besides, each
+// gets its own error with the difference noted. The one place where a local error meets the group's verdict.
 void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::exception_ptr& local_error,
            const detail::Deadline& deadline);
 

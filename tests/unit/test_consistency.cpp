@@ -223,6 +223,37 @@ TEST_CASE("agree_by_allgather: two rounds when the records agree, a named mismat
   }
 }
 
+TEST_CASE("agree_by_allgather: on a mismatch, how the other ranks' own checks went", "[consistency]") {
+  using basp::runtime::OthersChecks;
+  const auto layout = one_group(3);
+  const basp_plan_desc_v1 d = qkv();
+  basp_plan_desc_v1 other = d;
+  other.num_heads[1] = 4;
+  // Each case: the three ranks' own statuses, rank 2's record differing in num_heads[1] too; seen from rank `me`.
+  struct Case {
+    basp_status_t status[3];
+    int32_t me;
+    OthersChecks expected;
+  };
+  const basp_status_t ok = BASP_SUCCESS, bad = BASP_ERROR_INVALID_ARGUMENT, no = BASP_ERROR_UNSUPPORTED;
+  const Case cases[] = {
+      {{ok, ok, ok}, 0, OthersChecks::kPassed}, {{bad, ok, ok}, 0, OthersChecks::kPassed},
+      {{bad, ok, ok}, 1, OthersChecks::kMixed}, {{no, no, no}, 1, OthersChecks::kFailedAlike},
+      {{bad, no, no}, 0, OthersChecks::kMixed}, {{bad, no, no}, 1, OthersChecks::kMixed},
+      {{no, no, ok}, 0, OthersChecks::kMixed},  {{no, no, ok}, 2, OthersChecks::kMixed},
+  };
+  for (const Case& c : cases) {
+    EmulatedGroup g{{plan_record(d, layout), plan_record(d, layout), plan_record(other, layout)}, c.me};
+    for (int r = 0; r < 3; ++r) g.records[static_cast<size_t>(r)].local_status = c.status[r];
+    OthersChecks seen = OthersChecks::kPassed;
+    INFO("statuses " << c.status[0] << " " << c.status[1] << " " << c.status[2] << ", seen from rank " << c.me);
+    CHECK_THROWS_AS(basp::runtime::agree_by_allgather(g.allgather(), 3, {0, 1, 2}, "group 0",
+                                                      g.records[static_cast<size_t>(c.me)], &seen),
+                    basp::detail::Error);
+    CHECK(seen == c.expected);
+  }
+}
+
 TEST_CASE("describe_mismatch: many distinct values are counted, not listed", "[consistency]") {
   const auto layout = one_group(12);
   std::vector<CallRecord> records;
