@@ -109,10 +109,15 @@ typedef enum basp_path {
 typedef enum basp_layout {
   BASP_LAYOUT_BSHD = 0, /* [batch][sequence][head][dim] */
   BASP_LAYOUT_SBHD = 1, /* [sequence][batch][head][dim] */
+  BASP_LAYOUT_THD = 2,  /* packed variable-length: one stream of T tokens (whole documents) per group, [T][head][dim];
+                           the plan is made for a token capacity and each execute passes its T
+                           (basp_scatter_tokens) */
   BASP_LAYOUT_COUNT
 } basp_layout_t;
 
-/* The library moves bytes and never does arithmetic: the type only sets the element size. BASP_DTYPE_UNSET is what
+/* The type sets the element size. The library does arithmetic only in a gather of heads that several ranks hold
+ * (grouped-query attention, basp_plan_desc_t.query_heads): FP16, BF16 and FP32 are summed in FP32, FP64 in FP64; such
+ * a gather of any other type returns BASP_ERROR_UNSUPPORTED. BASP_DTYPE_UNSET is what
  * BASP_PLAN_DESC_INITIALIZER leaves in desc.dtype; new types are numbered from 10, so that no caller built against
  * an older header passes one by accident. */
 typedef enum basp_dtype {
@@ -203,8 +208,8 @@ typedef struct basp_rank_info_v1 {
   int64_t first_sequence; /* g * B / G */
   int64_t num_sequences;  /* B / G */
   int64_t seq_len;        /* S as passed to the query (0: no token range) */
-  int64_t token_begin;    /* l * S / K: the first token of each owned sequence held by the rank */
-  int64_t token_end;      /* (l + 1) * S / K */
+  int64_t token_begin;    /* basp_split(S, K, l): the first token of each owned sequence held by the rank */
+  int64_t token_end;      /* one past its last (l * S / K and (l + 1) * S / K when K divides S) */
 } basp_rank_info_v1;
 typedef basp_rank_info_v1 basp_rank_info_t;
 
@@ -213,13 +218,63 @@ typedef basp_rank_info_v1 basp_rank_info_t;
   { sizeof(basp_rank_info_v1), BASP_RANK_INFO_MAGIC, BASP_RANK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 /* clang-format on */
 
-/* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) must be a positive multiple of K, or 0
- * to leave the token range at 0. Threads: any thread, any time (also basp_comm_group_ranks). */
+/* Describes world rank `rank` (pass -1 for the calling rank). seq_len (S) is any positive length, or 0 to leave
+ * the token range at 0; the tokens of a sequence are split as basp_split does (the first S mod K positions hold one
+ * more). Threads: any thread, any time (also basp_comm_group_ranks). */
 BASP_API basp_status_t basp_comm_query(basp_comm_t comm, int32_t rank, int64_t seq_len, basp_rank_info_t* info);
 
 /* The world ranks of group `group_index`, ordered by position. `capacity` is the length of `ranks`; it must be
  * at least K. */
 BASP_API basp_status_t basp_comm_group_ranks(basp_comm_t comm, int32_t group_index, int32_t* ranks, int32_t capacity);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Packed batches: documents to groups (the paper's Algorithm 2 for THD)
+ * ------------------------------------------------------------------------------------------------------- */
+#define BASP_DOC_ASSIGNMENT_MAGIC 0x42444f43u /* "BDOC" */
+#define BASP_DOC_ASSIGNMENT_VERSION 1u
+
+/* What one rank does with a packed micro-batch of documents (basp_comm_assign_documents). */
+typedef struct basp_doc_assignment_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t rank;             /* the rank described (world rank) */
+  int32_t group_index;      /* g */
+  int32_t group_position;   /* l */
+  int32_t group_size;       /* K */
+  int32_t num_docs;         /* documents of group g (its stream holds them in ascending document index) */
+  int32_t reserved0;
+  int64_t stream_tokens;    /* T: tokens of group g's stream, the sum of its documents' lengths (0: no document) */
+  int64_t token_begin;      /* this rank's tokens of the stream: basp_split(T, K, l) */
+  int64_t token_end;
+  int32_t first_doc;        /* the document (index into the group's list) holding token_begin; -1 when none */
+  int32_t reserved1;
+  int64_t first_doc_offset; /* the position of token_begin inside that document (RoPE); 0 when none */
+  int64_t max_seqlen;       /* the longest document of group g (flash-attn's max_seqlen) */
+  int64_t max_group_tokens; /* the largest stream of all groups */
+  double imbalance;         /* max_group_tokens over the mean tokens per group (1.0 = perfectly balanced) */
+} basp_doc_assignment_v1;
+typedef basp_doc_assignment_v1 basp_doc_assignment_t;
+
+/* clang-format off */
+#define BASP_DOC_ASSIGNMENT_INITIALIZER                                                                    \
+  { sizeof(basp_doc_assignment_v1), BASP_DOC_ASSIGNMENT_MAGIC, BASP_DOC_ASSIGNMENT_VERSION, 0, 0, 0, 0, 0, 0, \
+    0, 0, 0, 0, 0, 0, 0, 0, 0.0 }
+/* clang-format on */
+
+/* Assigns the `num_docs` documents of a micro-batch (lengths[i] > 0 tokens each) to the comm's G groups and
+ * describes world rank `rank` (-1: the calling rank). Balances the tokens per group first and the sum of squared
+ * lengths (attention work) second: documents in decreasing length (ties: lower index first) each go to the group
+ * with the fewest tokens so far, then the smallest sum of squares, then the lowest index. Deterministic: every rank
+ * computes the same answer from the same lengths. `capacity` (> 0, or 0 for none) is the most tokens a group's
+ * stream may hold (a THD plan's token_capacity): a document longer than it, or a batch that does not fit, is
+ * BASP_ERROR_INVALID_ARGUMENT naming the document or the group. When `docs` is not NULL it receives the group's
+ * document indices in stream order, and `cu_seqlens` (when not NULL) the group's num_docs + 1 cumulative lengths
+ * (cu_seqlens[0] = 0), both up to `max_docs` entries (max_docs + 1 for cu_seqlens): fewer than needed is
+ * BASP_ERROR_INVALID_ARGUMENT naming the count needed. Not collective. Threads: any thread, any time. */
+BASP_API basp_status_t basp_comm_assign_documents(basp_comm_t comm, const int64_t* lengths, int32_t num_docs,
+                                                  int64_t capacity, int32_t rank, basp_doc_assignment_t* assignment,
+                                                  int32_t* docs, int64_t* cu_seqlens, int32_t max_docs);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Plans
@@ -228,27 +283,46 @@ BASP_API basp_status_t basp_comm_group_ranks(basp_comm_t comm, int32_t group_ind
 #define BASP_PLAN_DESC_MAGIC 0x42504c4eu /* "BPLN" */
 #define BASP_PLAN_DESC_VERSION 1u
 
+/* How X items (tokens of a sequence, heads) are split over K positions, as torch.tensor_split and
+ * numpy.array_split do: position j gets [j * (X / K) + min(j, X % K), ...), the first X mod K positions one item more.
+ * A position may get none (X < K). Writes *begin and *end (either may be NULL). Threads: any thread, any time. */
+BASP_API basp_status_t basp_split(int64_t items, int32_t parts, int32_t index, int64_t* begin, int64_t* end);
+
 /* One exchange: up to BASP_MAX_TENSORS tensors of the same layout, dtype, sequence length and head dim, each
  * with its own head count (Q, K, V: {Hq, Hkv, Hkv}; the attention output: {Hq}). All of them move in one
- * exchange. */
+ * exchange.
+ *
+ * Any shape is accepted (docs/design.md, "Uneven shapes"): the tokens of each sequence are split over the group's
+ * positions by basp_split, and so are the heads of a query-like tensor (query_heads[t] = 0). A key/value tensor of
+ * Hkv = num_heads[t] heads serving Hq = query_heads[t] query heads (Hq % Hkv == 0, r = Hq / Hkv) follows the query
+ * split instead: the position holding query heads [a, b) holds KV heads [a / r, (b - 1) / r] (none when a == b), so a
+ * KV head may be held by several positions (it is sent to each from its owner's memory, never copied in memory
+ * beforehand) and a position may hold two. basp_gather then sums the contributions of every holder of such a head,
+ * in ascending position (see basp_dtype_t). */
 typedef struct basp_plan_desc_v1 {
   size_t size;
   uint32_t magic;
   uint32_t version;
   int32_t layout;                      /* basp_layout_t */
   int32_t dtype;                       /* basp_dtype_t */
-  int64_t seq_len;                     /* S: full tokens per sequence; S % K == 0 */
+  int64_t seq_len;                     /* S: full tokens per sequence (> 0); THD: -1 or the token capacity */
   int64_t head_dim;                    /* D > 0 */
   int32_t num_tensors;                 /* 1 .. BASP_MAX_TENSORS */
   int32_t reserved0;                   /* must be 0 */
-  int64_t num_heads[BASP_MAX_TENSORS]; /* heads of tensor t; num_heads[t] % K == 0; unused entries 0 */
+  int64_t num_heads[BASP_MAX_TENSORS]; /* heads of tensor t (> 0); unused entries 0 */
+  /* Appended in 0.3: a caller built against the layout above passes its size (112 bytes) and gets 0 for these. */
+  int64_t query_heads[BASP_MAX_TENSORS]; /* 0: tensor t is query-like (its heads follow their own split); else the
+                                            query head count Hq whose split its heads follow (a multiple of
+                                            num_heads[t]) */
+  int64_t token_capacity;                /* THD: the most tokens T of a group's stream in one execute (> 0);
+                                            0 for BSHD and SBHD */
 } basp_plan_desc_v1;
 typedef basp_plan_desc_v1 basp_plan_desc_t;
 
 /* clang-format off */
 #define BASP_PLAN_DESC_INITIALIZER                                                                          \
   { sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD,              \
-    BASP_DTYPE_UNSET, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 } }
+    BASP_DTYPE_UNSET, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0 }
 /* clang-format on */
 
 /* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
@@ -295,6 +369,17 @@ typedef struct basp_plan_info_v1 {
   int32_t plan_path; /* basp_path_t the plan's exchanges take, fixed at plan creation; SHARED replaces STAGED or
                         CMA in an exchange whose head-sharded tensors lie in basp_mem_alloc memory on every rank */
   int32_t reserved1;
+  /* Appended in 0.3 (a caller built against 0.2 passes 1112 bytes and gets the fields above). */
+  /* The query heads whose split tensor t follows that this rank holds, [split_begin, split_end): head_begin/end
+   * for a query-like tensor; for a key/value tensor serving Hq query heads, local query head i of this rank uses
+   * local KV head floor((split_begin + i) / r) - floor(split_begin / r), r = Hq / num_heads[t]. */
+  int64_t split_begin[BASP_MAX_TENSORS];
+  int64_t split_end[BASP_MAX_TENSORS];
+  int64_t token_begin;    /* the tokens of each sequence this rank holds on the sequence side (THD: at capacity) */
+  int64_t token_end;
+  int64_t token_capacity; /* THD: the plan's capacity; 0 otherwise */
+  int32_t replicated;     /* 1 when some head is held by several ranks of the group: basp_gather sums it */
+  int32_t reserved2;
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
 
@@ -302,15 +387,18 @@ typedef basp_plan_info_v1 basp_plan_info_t;
 #define BASP_PLAN_INFO_INITIALIZER                                                                          \
   { sizeof(basp_plan_info_v1), BASP_PLAN_INFO_MAGIC, BASP_PLAN_INFO_VERSION, 0, 0, 0, 0, 0,                  \
     { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0, 0, 0, { { 0 } }, { { 0 } },           \
-    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0 }
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0,                                          \
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, 0, 0, 0 }
 /* clang-format on */
 
 /* Threads: any thread, any time, also while the plan executes. */
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
 
 /* Head scatter (before attention), collective over the group: inputs[t] is sequence-sharded
- * [b_loc, S/K, H_t, D] (or SBHD), outputs[t] is head-sharded [b_loc, S, H_t/K, D] holding heads
- * [l*H_t/K, (l+1)*H_t/K). `stream` is a cudaStream_t on the NCCL backend and must be NULL on MPI.
+ * [b_loc, S_l, H_t, D] (or SBHD; THD [T_l, H_t, D]), outputs[t] is head-sharded [b_loc, S, H_l, D] (THD [T, H_l, D])
+ * holding heads [head_begin, head_end) of basp_plan_info_t: with K dividing S and H_t, S_l = S/K and heads
+ * [l*H_t/K, (l+1)*H_t/K). A tensor of 0 bytes on this rank (no heads, no tokens) may be passed as NULL.
+ * A THD plan takes basp_scatter_tokens instead. `stream` is a cudaStream_t on the NCCL backend and must be NULL on MPI.
  * Inputs and outputs must not overlap. A build with CUDA checks that every pointer is memory the backend can reach
  * (host memory on MPI, device memory on NCCL) with cudaPointerGetAttributes, once per new set of pointers (a plan
  * remembers the last set that passed); BASP_CHECK_POINTERS=0 in the environment at plan creation turns the check
@@ -323,8 +411,22 @@ BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info)
  * one comm), never twice at once on the same plan. */
 BASP_API basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
 
-/* Head gather (after attention): the exact inverse of basp_scatter. Threads: as basp_scatter. */
+/* Head gather (after attention): the adjoint of basp_scatter, its exact inverse when no head is held by several
+ * ranks (basp_plan_info_t.replicated == 0). A head several ranks hold is summed over them, in ascending position, in
+ * FP32 (FP16, BF16, FP32) or FP64, identically on every path and backend; a gather that would have to sum another
+ * dtype returns BASP_ERROR_UNSUPPORTED. Threads: as basp_scatter. */
 BASP_API basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream);
+
+/* basp_scatter / basp_gather with the token count of this call: for a THD plan, the T tokens of the group's stream
+ * (0 <= T <= token_capacity; the rank at position l passes [T_l, H_t, D] with T_l = basp_split(T, K, l)'s count and
+ * receives [T, H_l, D]). Every rank of a group passes the same T: on the MPI backend a rank passing another T gets
+ * BASP_ERROR_MISMATCH from the first control round; on the NCCL backend a mismatch is undefined unless
+ * BASP_CHECK_TOKENS=1 was set at plan creation (an extra host-side agreement per execute, for debugging). For BSHD
+ * and SBHD plans num_tokens is -1 or the plan's seq_len. */
+BASP_API basp_status_t basp_scatter_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs,
+                                           void* const* outputs, void* stream);
+BASP_API basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs,
+                                          void* const* outputs, void* stream);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Shared host memory (MPI backend)
