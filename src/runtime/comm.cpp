@@ -47,6 +47,14 @@ void Comm::group_ranks(int32_t group_index, int32_t* ranks, int32_t capacity) co
   std::memcpy(ranks, members.data(), members.size() * sizeof(int32_t));
 }
 
+plan::DocumentAssignment Comm::assign_documents(const int64_t* lengths, int32_t num_docs, int64_t capacity,
+                                                int32_t rank) const {
+  const int32_t who = rank == -1 ? rank_ : rank;
+  BASP_CHECK_ARG(who >= 0 && who < layout_.world_size, "rank (", rank, ") is outside 0..", layout_.world_size - 1,
+                 " (or -1 for the calling rank)");
+  return plan::assign_documents(layout_, lengths, num_docs, capacity, who);
+}
+
 void* Comm::mem_alloc(size_t bytes, const std::exception_ptr& local_error) {
   check_usable();
   std::exception_ptr error = local_error;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "plan/documents.h"
 #include "plan/groups.h"
 #include "runtime/consistency.h"
 #include "runtime/health.h"
@@ -53,6 +54,10 @@ class Comm {
   // The C ABI's operations on a comm.
   basp_rank_info_v1 rank_info(int32_t rank, int64_t seq_len) const;
   void group_ranks(int32_t group_index, int32_t* ranks, int32_t capacity) const;
+  // The documents of a packed micro-batch over this comm's groups, seen from world rank `rank` (-1: the calling
+  // rank): plan::assign_documents on layout(). Not collective.
+  plan::DocumentAssignment assign_documents(const int64_t* lengths, int32_t num_docs, int64_t capacity,
+                                            int32_t rank) const;
   // Collective over the group. `local_error`: the caller's argument failed (a NULL output pointer).
   void* mem_alloc(size_t bytes, const std::exception_ptr& local_error);
   void mem_free(void* ptr);

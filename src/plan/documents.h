@@ -1,0 +1,48 @@
+// Documents to groups: the paper's Algorithm 2 for a packed (THD) micro-batch. Pure arithmetic, no I/O.
+//
+// A micro-batch of D documents (lengths[i] > 0 tokens each) is shared out over the layout's G groups, greedily:
+// documents in decreasing length (ties: lower index first), each to the group with the fewest tokens so far, then
+// the smallest sum of squared lengths (attention work), then the lowest group index. Longest-first greedy keeps
+// the spread of the groups' token counts within one document's length: max - min <= the longest document.
+// Group g's stream is its documents in ascending document index, and position l of the group holds tokens
+// [split_begin(T, K, l), split_begin(T, K, l + 1)) of it (common/split.h: tensor_split's rule).
+// Every rank computes the same answer from the same lengths.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/groups.h"
+
+namespace basp::plan {
+
+struct DocumentAssignment {
+  int32_t rank = 0;
+  int32_t group_index = 0;          // g
+  int32_t group_position = 0;       // l
+  int32_t group_size = 0;           // K
+  std::vector<int32_t> docs;        // group g's documents, ascending: the order of its stream
+  std::vector<int64_t> cu_seqlens;  // docs.size() + 1 cumulative lengths, cu_seqlens[0] = 0
+  int64_t stream_tokens = 0;        // T = cu_seqlens.back()
+  int64_t token_begin = 0;          // this rank's tokens of the stream
+  int64_t token_end = 0;
+  int32_t first_doc = -1;        // index into docs of the document holding token_begin; -1 when no token
+  int64_t first_doc_offset = 0;  // position of token_begin inside that document; 0 when no token
+  int64_t max_seqlen = 0;        // the longest document of group g (0: none)
+  int64_t max_group_tokens = 0;  // the largest stream of all groups
+  double imbalance = 1.0;        // max_group_tokens / (total tokens / G); 1.0 when there is no token
+};
+
+// The documents of each of `num_groups` groups, ascending, by the greedy rule above. `capacity` (> 0, or 0 for
+// none) is the most tokens a group may hold. Throws INVALID_ARGUMENT naming the argument, the document or the
+// group: num_docs < 0, lengths[i] <= 0, a document longer than the capacity, a group that would overflow it.
+std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int64_t* lengths, int32_t num_docs,
+                                                  int64_t capacity);
+
+// What world rank `rank` (0..N-1) of `layout` does with the micro-batch: its group's documents and stream, its
+// token range of the stream and where that range starts. Same errors as group_documents, and a rank outside
+// 0..N-1.
+DocumentAssignment assign_documents(const GroupLayout& layout, const int64_t* lengths, int32_t num_docs,
+                                    int64_t capacity, int32_t rank);
+
+}  // namespace basp::plan
