@@ -266,3 +266,50 @@ STRUCTS = {
     "basp_plan_info_v1": PlanInfoStruct,
     "basp_oob_v1": OobStruct,
 }
+
+
+# -----------------------------------------------------------------------------------------------------------------
+# Packed batches: documents to groups (basp.h: basp_doc_assignment_v1, basp_comm_assign_documents).
+# Kept in this block of its own, and out of STRUCTS: python/tests/test_documents.py checks it against the header
+# with its own probe (abi_documents.c), so test_abi.py's probe need not know it.
+# -----------------------------------------------------------------------------------------------------------------
+DOC_ASSIGNMENT_MAGIC = 0x42444F43  # "BDOC"
+DOC_ASSIGNMENT_VERSION = 1
+
+
+class DocAssignmentStruct(_Versioned):
+    """basp_doc_assignment_v1."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("rank", ctypes.c_int32),
+        ("group_index", ctypes.c_int32),
+        ("group_position", ctypes.c_int32),
+        ("group_size", ctypes.c_int32),
+        ("num_docs", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+        ("stream_tokens", ctypes.c_int64),
+        ("token_begin", ctypes.c_int64),
+        ("token_end", ctypes.c_int64),
+        ("first_doc", ctypes.c_int32),
+        ("reserved1", ctypes.c_int32),
+        ("first_doc_offset", ctypes.c_int64),
+        ("max_seqlen", ctypes.c_int64),
+        ("max_group_tokens", ctypes.c_int64),
+        ("imbalance", ctypes.c_double),
+    ]
+    _magic = DOC_ASSIGNMENT_MAGIC
+    _version = DOC_ASSIGNMENT_VERSION
+
+
+# The structs of this block (struct name in basp.h -> its mirror), for test_documents.py.
+DOCUMENT_STRUCTS = {"basp_doc_assignment_v1": DocAssignmentStruct}
+
+# basp_status_t basp_comm_assign_documents(basp_comm_t comm, const int64_t* lengths, int32_t num_docs,
+#     int64_t capacity, int32_t rank, basp_doc_assignment_t* assignment, int32_t* docs, int64_t* cu_seqlens,
+#     int32_t max_docs): (restype, argtypes), declared by basp.data when it first calls it.
+ASSIGN_DOCUMENTS_PROTOTYPE = (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
+                                             ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(DocAssignmentStruct),
+                                             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int64),
+                                             ctypes.c_int32])

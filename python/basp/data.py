@@ -3,15 +3,22 @@
 Every rank of group g takes the same B/G sequences [g*B/G, (g+1)*B/G) of each micro-batch; the rank at position
 l of the group keeps tokens [l*S/K, (l+1)*S/K) of each. The library answers the arithmetic (basp.Comm.shard);
 these helpers apply it to dataset indices and to a loaded micro-batch.
+
+A packed micro-batch of documents (THD) is shared out by assign_documents: whole documents to groups, then each
+group's packed stream split over its ranks (docs/packed.md).
 """
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import operator
 import sys
-from typing import Union
+from typing import Any, List, Sequence, Tuple, Union
 
-from . import _arrays
+from . import _abi, _arrays, _library
 from ._abi import Layout
 from ._arrays import Array
+from ._handle import CommHandle
 from .comm import RankInfo
 from .errors import invalid_argument
 
@@ -44,3 +51,179 @@ def local_shard(batch: Array, info: RankInfo, layout: Union[Layout, int, str] = 
     if a.kind == "torch":
         return part.clone(memory_format=sys.modules["torch"].contiguous_format)
     return part.copy(order="C")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DocumentAssignment:
+    """What one rank does with a packed micro-batch of documents (basp_doc_assignment_t, from assign_documents).
+
+    The rank belongs to group `group_index` (position `group_position` of `group_size`). The group's stream is its
+    documents `docs` (indices into the micro-batch, ascending) packed end to end: `stream_tokens` tokens, with
+    `cu_seqlens` (num_docs + 1 offsets, cu_seqlens[0] = 0) and `max_seqlen` as flash-attn's varlen functions take
+    them. The rank feeds tokens [token_begin, token_end) of that stream; the first of them is token
+    `first_doc_offset` of document docs[first_doc] (first_doc -1 when the rank has no token). `max_group_tokens` is
+    the largest stream of all groups and `imbalance` that over the mean (1.0: perfectly balanced).
+
+    cu_seqlens is a read-only numpy.int32 array: flash-attn's flash_attn_varlen_func requires int32 cu_seqlens
+    (torch.tensor(a.cu_seqlens, device="cuda") hands it over). The struct's header and reserved fields are left
+    out.
+    """
+
+    rank: int
+    group_index: int
+    group_position: int
+    group_size: int
+    num_docs: int
+    stream_tokens: int
+    token_begin: int
+    token_end: int
+    first_doc: int
+    first_doc_offset: int
+    max_seqlen: int
+    max_group_tokens: int
+    imbalance: float
+    docs: List[int]
+    cu_seqlens: Any  # numpy.ndarray of int32, [num_docs + 1]
+
+    @property
+    def tokens(self) -> slice:
+        """slice of the group's stream this rank feeds."""
+        return slice(self.token_begin, self.token_end)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.token_end - self.token_begin
+
+    def position_ids(self) -> Any:
+        """The position of each of this rank's tokens inside its document (RoPE's position ids): a numpy.int64
+        array of num_tokens entries, restarting at 0 where a document starts."""
+        np = _numpy()
+        t = np.arange(self.token_begin, self.token_end, dtype=np.int64)
+        cu = self.cu_seqlens.astype(np.int64)
+        return t - cu[np.searchsorted(cu, t, side="right") - 1]
+
+    def pack(self, documents: Sequence[Array]) -> Tuple[Array, Array]:
+        """This rank's input slice and its position ids: `documents` lists every document of the micro-batch by
+        index, each a NumPy array or a PyTorch tensor of shape [L_i, ...] (token ids [L_i], embeddings [L_i, E]).
+        Returns (tokens, positions): tokens [token_begin, token_end) of the group's packed stream, a new array of
+        shape [num_tokens, ...] and the documents' kind, dtype and device; positions is position_ids() (a
+        torch.int64 tensor on the same device for PyTorch input). Only the group's documents are read."""
+        where = "basp.data.DocumentAssignment.pack"
+        docs = list(documents)
+        needed = max(self.docs) + 1 if self.docs else 0
+        if len(docs) < needed:
+            raise invalid_argument("%s: documents has %d entries but this group's stream holds document %d" % (
+                where, len(docs), needed - 1))
+        for j, d in enumerate(self.docs):
+            shape = _arrays.ArrayInfo(docs[d], "%s: documents[%d]" % (where, d)).shape
+            length = int(self.cu_seqlens[j + 1] - self.cu_seqlens[j])
+            if len(shape) < 1 or shape[0] != length:
+                raise invalid_argument("%s: documents[%d] has shape %s but document %d has %d tokens" % (
+                    where, d, shape, d, length))
+        pieces = []
+        t, j = self.token_begin, self.first_doc
+        while t < self.token_end:
+            d, start, end = self.docs[j], int(self.cu_seqlens[j]), int(self.cu_seqlens[j + 1])
+            stop = min(self.token_end, end)
+            pieces.append(docs[d][t - start:stop - start])
+            t, j = stop, j + 1
+        np = _numpy()
+        positions = self.position_ids()
+        if not docs:  # a batch without documents: no kind, dtype or trailing shape to follow
+            return np.zeros((0,), dtype=np.int64), positions
+        # An empty slice (a rank without tokens) keeps the documents' kind, dtype and trailing shape.
+        template = docs[self.docs[0]] if self.docs else docs[0]
+        if _arrays.ArrayInfo(template, "%s: documents[0]" % where).kind == "torch":
+            torch = sys.modules["torch"]
+            out = torch.cat(pieces) if pieces else template[:0].clone()
+            return out, torch.as_tensor(positions, device=out.device)
+        return (np.concatenate(pieces) if pieces else template[:0].copy()), positions
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DocumentAssignment):
+            return NotImplemented
+        plain = [f.name for f in dataclasses.fields(self) if f.name != "cu_seqlens"]
+        return (all(getattr(self, n) == getattr(other, n) for n in plain) and
+                self.cu_seqlens.tolist() == other.cu_seqlens.tolist())
+
+
+def _numpy() -> Any:
+    import numpy  # only when the caller asks for arrays: `import basp` stays free of NumPy
+    return numpy
+
+
+def _lengths_array(lengths: Any, where: str) -> Tuple[Any, int]:
+    """Document lengths (a sequence of ints or a 1-D integer array) -> (a C int64 array, its count)."""
+    np = _numpy()
+    if _arrays.is_torch(lengths):
+        lengths = lengths.detach().cpu().numpy()
+    a = np.asarray(lengths)
+    if a.ndim != 1:
+        raise invalid_argument("%s: lengths has shape %s; expected one length per document (1-D)" % (
+            where, a.shape))
+    if a.size and a.dtype.kind not in "iu":
+        raise invalid_argument("%s: lengths has dtype %s; document lengths are integers" % (where, a.dtype))
+    if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        raise invalid_argument("%s: lengths holds %d, more than int64" % (where, int(a.max())))
+    if a.size >= 2 ** 31:
+        raise invalid_argument("%s: %d documents; at most 2^31 - 1" % (where, a.size))
+    c = (ctypes.c_int64 * max(1, a.size))()
+    if a.size:
+        np.frombuffer(c, dtype=np.int64, count=a.size)[:] = a
+    return c, int(a.size)
+
+
+def assign_documents(comm: CommHandle, lengths: Any, capacity: int = 0, rank: int = -1) -> DocumentAssignment:
+    """Shares a packed micro-batch of documents out over `comm`'s groups and describes world rank `rank` (-1: the
+    caller), as basp_comm_assign_documents does: documents in decreasing length (ties: lower index first) each go
+    to the group with the fewest tokens so far, then the smallest sum of squared lengths, then the lowest index;
+    each group's stream holds its documents in ascending index, split over its K ranks as torch.tensor_split does.
+    Every rank computes the same answer from the same lengths; not collective.
+
+    lengths: one positive length per document (a list of ints, or a 1-D integer NumPy array or tensor).
+    capacity: the most tokens a group's stream may hold (0: no limit); a document longer than it, or a batch the
+    rule cannot fit, raises basp.Error (INVALID_ARGUMENT) naming the document or the group.
+    Returns a DocumentAssignment (cu_seqlens as numpy.int32, flash-attn's dtype).
+    """
+    where = "basp.data.assign_documents"
+    if not isinstance(comm, CommHandle):
+        raise invalid_argument("%s: comm (a %s) is not a basp.Comm" % (where, type(comm).__name__))
+    np = _numpy()
+    c_lengths, n = _lengths_array(lengths, where)
+    capacity = _integer(capacity, 64, "%s: capacity" % where)
+    rank = _integer(rank, 32, "%s: rank" % where)
+    struct = _abi.DocAssignmentStruct()
+    docs = (ctypes.c_int32 * max(1, n))()
+    cu = (ctypes.c_int64 * (n + 1))()
+    fn = _assign_documents_function(where)
+    # max_docs = n: no group holds more documents than the batch, so one call always has room.
+    _library.check(fn(comm.handle, c_lengths if n else None, n, capacity, rank, ctypes.byref(struct), docs, cu, n))
+    count = int(struct.num_docs)
+    cu_seqlens = np.frombuffer(cu, dtype=np.int64, count=count + 1).copy()
+    if cu_seqlens[-1] > np.iinfo(np.int32).max:
+        raise invalid_argument("%s: group %d's stream holds %d tokens, more than an int32 cu_seqlens can index" % (
+            where, struct.group_index, int(cu_seqlens[-1])))
+    cu_seqlens = cu_seqlens.astype(np.int32)
+    cu_seqlens.flags.writeable = False
+    fields = {name: getattr(struct, name) for name, _ in _abi.DocAssignmentStruct._fields_
+              if name not in ("size", "magic", "version", "reserved0", "reserved1")}
+    return DocumentAssignment(docs=list(docs[:count]), cu_seqlens=cu_seqlens, **fields)
+
+
+def _integer(value: Any, bits: int, name: str) -> int:
+    """An int that fits a C int of `bits` bits (ctypes would wrap one that does not), else INVALID_ARGUMENT."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise invalid_argument("%s (%r) is not an integer" % (name, value)) from None
+    if not -2 ** (bits - 1) <= v < 2 ** (bits - 1):
+        raise invalid_argument("%s (%d) does not fit in int%d" % (name, v, bits))
+    return v
+
+
+def _assign_documents_function(where: str) -> Any:
+    """basp_comm_assign_documents with its prototype declared (older libraries lack it: basp.Error UNSUPPORTED)."""
+    fn = _library.require("basp_comm_assign_documents", where)
+    if fn.argtypes is None:
+        fn.restype, fn.argtypes = _abi.ASSIGN_DOCUMENTS_PROTOTYPE
+    return fn
