@@ -38,62 +38,55 @@ basp::layout::Geometry geometry(const benchmark::State& state) {
   g.head_dim = state.range(3);
   g.elem = 2;
   g.b_loc = 2;
-  g.s_loc = kTensorBytes / (g.b_loc * g.heads * g.head_dim * g.elem);
+  g.split_heads = g.heads;
+  g.seq_len = kTensorBytes / (g.b_loc * g.heads * g.head_dim * g.elem) * g.k;
   return g;
 }
 
 void set_label(benchmark::State& state, const basp::layout::Geometry& g) {
   state.SetLabel(std::string(g.layout == BASP_LAYOUT_BSHD ? "bshd" : "sbhd") + " K=" + std::to_string(g.k) +
-                 " row=" + std::to_string(g.row_bytes()) + "B");
+                 " row=" + std::to_string(g.head_row_bytes(0)) + "B");
 }
 
-using CopyFn = void (*)(const basp::layout::Geometry&, const std::byte*, std::byte*, int64_t);
-
-// Packs (or unpacks, or copies) every peer's rows: the full tensor passes through the copy once.
-void run_copy(benchmark::State& state, CopyFn fn, bool wire_is_source) {
+// Moves every peer's rows between the sequence side and `place(j)` (a packed chunk per peer, or the head-sharded
+// tensor): the full tensor passes through the copy once.
+template <typename Move>
+void run_rows(benchmark::State& state, Move move) {
   const basp::layout::Geometry g = geometry(state);
-  const int64_t bytes = g.tensor_bytes();
-  Bytes tensor = make_buffer(bytes);
+  const int64_t bytes = g.seq_tensor_bytes(0);
+  Bytes seq = make_buffer(bytes);
   Bytes other = make_buffer(bytes);
   for (auto _ : state) {
-    for (int64_t j = 0; j < g.k; ++j) {
-      // On the wire side each peer's chunk has its own slot; on the head side copy_* index by peer already.
-      const int64_t slot = wire_is_source ? j * g.chunk_bytes() : 0;
-      fn(g, other.get() + slot, tensor.get(), j);
-    }
+    for (int64_t j = 0; j < g.k; ++j) move(g, seq.get(), other.get(), j);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
   set_label(state, g);
 }
+
+using basp::layout::Geometry;
+using basp::layout::RowPlace;
 
 void BM_pack_seq_rows(benchmark::State& state) {
-  const basp::layout::Geometry g = geometry(state);
-  const int64_t bytes = g.tensor_bytes();
-  Bytes seq = make_buffer(bytes);
-  Bytes wire = make_buffer(bytes);
-  for (auto _ : state) {
-    for (int64_t j = 0; j < g.k; ++j) basp::layout::pack_seq_rows(g, seq.get(), wire.get() + j * g.chunk_bytes(), j);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * bytes);
-  set_label(state, g);
+  run_rows(state, [](const Geometry& g, std::byte* seq, std::byte* wire, int64_t j) {
+    basp::layout::seq_to_place(g, seq, RowPlace{wire + j * g.chunk_bytes(0, j), false}, j);
+  });
 }
-
-void BM_unpack_seq_rows(benchmark::State& state) { run_copy(state, &basp::layout::unpack_seq_rows, true); }
-void BM_copy_head_to_seq(benchmark::State& state) { run_copy(state, &basp::layout::copy_head_to_seq, false); }
-
+void BM_unpack_seq_rows(benchmark::State& state) {
+  run_rows(state, [](const Geometry& g, std::byte* seq, std::byte* wire, int64_t j) {
+    basp::layout::place_to_seq(g, RowPlace{wire + j * g.chunk_bytes(0, j), false}, seq, j);
+  });
+}
+// The head side as seen by every position in turn: the strided pattern of the own slice, K times.
+void BM_copy_head_to_seq(benchmark::State& state) {
+  run_rows(state, [](const Geometry& g, std::byte* seq, std::byte* head, int64_t j) {
+    basp::layout::place_to_seq(g.seen_from(j), RowPlace{head, true}, seq, j);
+  });
+}
 void BM_copy_seq_to_head(benchmark::State& state) {
-  const basp::layout::Geometry g = geometry(state);
-  const int64_t bytes = g.tensor_bytes();
-  Bytes seq = make_buffer(bytes);
-  Bytes head = make_buffer(bytes);
-  for (auto _ : state) {
-    for (int64_t j = 0; j < g.k; ++j) basp::layout::copy_seq_to_head(g, seq.get(), head.get(), j);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * bytes);
-  set_label(state, g);
+  run_rows(state, [](const Geometry& g, std::byte* seq, std::byte* head, int64_t j) {
+    basp::layout::seq_to_place(g.seen_from(j), seq, RowPlace{head, true}, j);
+  });
 }
 
 // The reference: one memcpy of the same bytes (this machine's copy bandwidth at that size).

@@ -47,7 +47,7 @@ void BM_exchange_plan(benchmark::State& state) {
   desc.num_heads[1] = 8;
   desc.num_heads[2] = 8;
   for (auto _ : state) {
-    const basp::plan::ExchangeSpec spec = basp::plan::validate_spec(desc, k);
+    const basp::plan::ExchangeSpec spec = basp::plan::validate_spec(desc);
     benchmark::DoNotOptimize(basp::plan::make_exchange_plan(spec, k, k - 1, 2));
   }
   state.SetLabel("qkv K=" + std::to_string(k));

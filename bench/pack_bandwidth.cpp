@@ -213,9 +213,10 @@ int main(int argc, char** argv) {
         basp::layout::Geometry g;
         g.layout = layout;
         g.b_loc = kLocalSequences;
-        g.s_loc = tokens / kLocalSequences;
+        g.seq_len = tokens / kLocalSequences * k;
         g.k = k;
         g.heads = kHeads;
+        g.split_heads = kHeads;
         g.head_dim = kHeadDim;
         g.elem = kElem;
         const basp::layout::PackedWorkspace ws = basp::layout::make_packed_workspace(&g, 1);

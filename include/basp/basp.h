@@ -238,16 +238,16 @@ typedef struct basp_doc_assignment_v1 {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  int32_t rank;             /* the rank described (world rank) */
-  int32_t group_index;      /* g */
-  int32_t group_position;   /* l */
-  int32_t group_size;       /* K */
-  int32_t num_docs;         /* documents of group g (its stream holds them in ascending document index) */
+  int32_t rank;           /* the rank described (world rank) */
+  int32_t group_index;    /* g */
+  int32_t group_position; /* l */
+  int32_t group_size;     /* K */
+  int32_t num_docs;       /* documents of group g (its stream holds them in ascending document index) */
   int32_t reserved0;
-  int64_t stream_tokens;    /* T: tokens of group g's stream, the sum of its documents' lengths (0: no document) */
-  int64_t token_begin;      /* this rank's tokens of the stream: basp_split(T, K, l) */
+  int64_t stream_tokens; /* T: tokens of group g's stream, the sum of its documents' lengths (0: no document) */
+  int64_t token_begin;   /* this rank's tokens of the stream: basp_split(T, K, l) */
   int64_t token_end;
-  int32_t first_doc;        /* the document (index into the group's list) holding token_begin; -1 when none */
+  int32_t first_doc; /* the document (index into the group's list) holding token_begin; -1 when none */
   int32_t reserved1;
   int64_t first_doc_offset; /* the position of token_begin inside that document (RoPE); 0 when none */
   int64_t max_seqlen;       /* the longest document of group g (flash-attn's max_seqlen) */
@@ -375,7 +375,7 @@ typedef struct basp_plan_info_v1 {
    * local KV head floor((split_begin + i) / r) - floor(split_begin / r), r = Hq / num_heads[t]. */
   int64_t split_begin[BASP_MAX_TENSORS];
   int64_t split_end[BASP_MAX_TENSORS];
-  int64_t token_begin;    /* the tokens of each sequence this rank holds on the sequence side (THD: at capacity) */
+  int64_t token_begin; /* the tokens of each sequence this rank holds on the sequence side (THD: at capacity) */
   int64_t token_end;
   int64_t token_capacity; /* THD: the plan's capacity; 0 otherwise */
   int32_t replicated;     /* 1 when some head is held by several ranks of the group: basp_gather sums it */

@@ -12,6 +12,7 @@
 #include "capi/guard.h"
 #include "capi/handles.h"
 #include "common/error.h"
+#include "common/split.h"
 #include "common/status_name.h"
 #include "plan/dtype.h"
 #include "runtime/create.h"
@@ -26,7 +27,7 @@ constexpr basp_plan_desc_v1 kPlanDefaults = BASP_PLAN_DESC_INITIALIZER;
 constexpr basp_oob_v1 kOobDefaults = BASP_OOB_INITIALIZER;
 // The sizes of the structs' first layouts: callers built against them are served with defaults for the rest.
 constexpr size_t kCommConfigFirstSize = offsetof(basp_comm_config_v1, timeout_ms);
-constexpr size_t kPlanDescFirstSize = sizeof(basp_plan_desc_v1);
+constexpr size_t kPlanDescFirstSize = offsetof(basp_plan_desc_v1, query_heads);
 constexpr size_t kPlanInfoFirstSize = offsetof(basp_plan_info_v1, last_path);
 constexpr size_t kOobFirstSize = sizeof(basp_oob_v1);
 
@@ -187,11 +188,37 @@ basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info) {
 }
 
 basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream) {
-  return guarded(__func__, [&] { basp::capi::plan_ref(plan, "plan")->scatter(inputs, outputs, stream); });
+  return guarded(__func__, [&] {
+    basp::capi::plan_ref(plan, "plan")->execute(true, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
+  });
 }
 
 basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream) {
-  return guarded(__func__, [&] { basp::capi::plan_ref(plan, "plan")->gather(inputs, outputs, stream); });
+  return guarded(__func__, [&] {
+    basp::capi::plan_ref(plan, "plan")->execute(false, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
+  });
+}
+
+basp_status_t basp_scatter_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs, void* const* outputs,
+                                  void* stream) {
+  return guarded(__func__,
+                 [&] { basp::capi::plan_ref(plan, "plan")->execute(true, num_tokens, inputs, outputs, stream); });
+}
+
+basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs, void* const* outputs,
+                                 void* stream) {
+  return guarded(__func__,
+                 [&] { basp::capi::plan_ref(plan, "plan")->execute(false, num_tokens, inputs, outputs, stream); });
+}
+
+basp_status_t basp_split(int64_t items, int32_t parts, int32_t index, int64_t* begin, int64_t* end) {
+  return guarded(__func__, [&] {
+    BASP_CHECK_ARG(items >= 0, "items (", items, ") must not be negative");
+    BASP_CHECK_ARG(parts > 0, "parts (", parts, ") must be positive");
+    BASP_CHECK_ARG(index >= 0 && index < parts, "index (", index, ") is outside 0..", parts - 1);
+    if (begin != nullptr) *begin = basp::detail::split_begin(items, parts, index);
+    if (end != nullptr) *end = basp::detail::split_begin(items, parts, index + 1);
+  });
 }
 
 basp_status_t basp_mem_alloc(basp_comm_t comm, size_t bytes, void** ptr) {

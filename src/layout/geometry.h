@@ -1,73 +1,136 @@
 // Index math of the redistribution, shared by the host copies, the CUDA kernels and the unit tests.
 //
-// One tensor of one exchange, seen from one rank at position l of a group of K ranks:
-//   sequence-sharded  [b_loc][S/K][H][D]    (BSHD)   or  [S/K][b_loc][H][D]    (SBHD)
-//   head-sharded      [b_loc][S][H/K][D]    (BSHD)   or  [S][b_loc][H/K][D]    (SBHD)
-// The unit of movement is a *row*: the H/K * D elements of one (sequence, token) pair that belong to one head
-// slice. The chunk a rank exchanges with peer j has b_loc * S/K rows, enumerated in the layout's order of
-// (sequence, token), so the row index r means the same thing on both sides of the exchange:
-//   - in the sequence-sharded tensor, row r of peer j's slice starts at (r * H + j * H/K) * D elements: every
-//     row is a separate piece (unless K = 1);
-//   - in the head-sharded tensor, peer j's rows form contiguous blocks: b_loc blocks of S/K rows, S rows apart
-//     (BSHD), or a single block of b_loc * S/K rows (SBHD);
-//   - on the wire (a packed chunk), row r starts at r * row_bytes.
+// One tensor of one exchange, seen from the rank at position `me` of a group of K positions. Tokens of each
+// sequence and query heads are split over the positions by tensor_split's rule (common/split.h): position j holds
+// tokens [tok_begin(j), tok_begin(j + 1)) on the sequence-sharded side and heads [head_begin(j), head_end(j)) on the
+// head-sharded side. A query-like tensor's heads follow their own split; a key/value tensor's follow the split of
+// the query heads it serves (split_heads = Hq, ratio r = Hq / H): the position holding query heads [a, b) holds KV
+// heads [a / r, (b - 1) / r], so a KV head may be held by several positions (replicated) and ranges may overlap.
+//
+//   sequence-sharded on position j  [b_loc][S_j][H][D]     (BSHD, THD with b_loc = 1)  or  [S_j][b_loc][H][D]  (SBHD)
+//   head-sharded on position j      [b_loc][S][H_j][D]     (BSHD, THD)                 or  [S][b_loc][H_j][D]  (SBHD)
+//
+// The unit of movement is a *row*: the heads one position holds of one (sequence, token) pair. The chunk that
+// sequence position s exchanges with head position h has seq_rows(s) = b_loc * S_s rows of head_row_bytes(h)
+// bytes, enumerated in the layout's order of (sequence, token), so that row r means the same thing on both sides:
+//   - in s's sequence-sharded tensor, row r of h's heads starts at r * H * D + head_begin(h) * D elements;
+//   - in h's head-sharded tensor, s's rows form contiguous blocks: b_loc blocks of S_s rows, S rows apart, from
+//     token tok_begin(s) (BSHD, THD), or one block of b_loc * S_s rows from row tok_begin(s) * b_loc (SBHD);
+//   - on the wire (a packed chunk), row r starts at r * head_row_bytes(h).
+// THD is BSHD with b_loc = 1 and S = the T tokens of the call's stream.
 #pragma once
 
 #include <cstdint>
 
 #include "basp/basp.h"
 #include "common/host_device.h"
+#include "common/split.h"
 
 namespace basp::layout {
 
 struct Geometry {
   int32_t layout = BASP_LAYOUT_BSHD;  // basp_layout_t
-  int64_t b_loc = 0;                  // sequences the group owns
-  int64_t s_loc = 0;                  // tokens per rank, S / K
+  int64_t b_loc = 0;                  // sequences the group owns (THD: 1)
+  int64_t seq_len = 0;                // S: tokens of each sequence (THD: T of this call)
   int64_t k = 0;                      // group size
+  int64_t me = 0;                     // the position this geometry is seen from
   int64_t heads = 0;                  // H of this tensor
+  int64_t split_heads = 0;            // the head count whose split the heads follow: H, or Hq for a KV tensor
   int64_t head_dim = 0;               // D
   int64_t elem = 0;                   // bytes per element
 
-  BASP_HOST_DEVICE int64_t heads_per_rank() const { return heads / k; }
-  BASP_HOST_DEVICE int64_t seq_len() const { return s_loc * k; }
-  BASP_HOST_DEVICE int64_t rows() const { return b_loc * s_loc; }
-  BASP_HOST_DEVICE int64_t row_bytes() const { return heads_per_rank() * head_dim * elem; }
-  BASP_HOST_DEVICE int64_t chunk_bytes() const { return rows() * row_bytes(); }
-  BASP_HOST_DEVICE int64_t tensor_bytes() const { return rows() * heads * head_dim * elem; }
+  // --- splits ---
+  BASP_HOST_DEVICE int64_t tok_begin(int64_t j) const { return detail::split_begin(seq_len, k, j); }
+  BASP_HOST_DEVICE int64_t tok_count(int64_t j) const { return detail::split_count(seq_len, k, j); }
+  BASP_HOST_DEVICE int64_t ratio() const { return split_heads / heads; }
+  // The split heads (query heads for a KV tensor) of position j: [split_begin(j), split_begin(j + 1)).
+  BASP_HOST_DEVICE int64_t split_begin(int64_t j) const { return detail::split_begin(split_heads, k, j); }
+  BASP_HOST_DEVICE int64_t head_begin(int64_t j) const {
+    const int64_t a = split_begin(j);
+    if (split_heads == heads) return a;
+    return a < split_begin(j + 1) ? a / ratio() : 0;
+  }
+  BASP_HOST_DEVICE int64_t head_end(int64_t j) const {
+    const int64_t b = split_begin(j + 1);
+    if (split_heads == heads) return b;
+    return split_begin(j) < b ? (b - 1) / ratio() + 1 : 0;
+  }
+  BASP_HOST_DEVICE int64_t heads_of(int64_t j) const { return head_end(j) - head_begin(j); }
+  // The positions holding head h (0 <= h < H): first_holder(h) .. last_holder(h), every one of them in between.
+  BASP_HOST_DEVICE int64_t first_holder(int64_t h) const { return detail::split_position(split_heads, k, h * ratio()); }
+  BASP_HOST_DEVICE int64_t last_holder(int64_t h) const {
+    return detail::split_position(split_heads, k, (h + 1) * ratio() - 1);
+  }
 
-  // Sequence-sharded side: byte offset of row r of peer j's head slice.
+  // --- sizes ---
+  BASP_HOST_DEVICE int64_t dim_bytes() const { return head_dim * elem; }
+  BASP_HOST_DEVICE int64_t seq_rows(int64_t j) const { return b_loc * tok_count(j); }
+  BASP_HOST_DEVICE int64_t seq_row_bytes() const { return heads * dim_bytes(); }
+  BASP_HOST_DEVICE int64_t head_row_bytes(int64_t j) const { return heads_of(j) * dim_bytes(); }
+  BASP_HOST_DEVICE int64_t seq_tensor_bytes(int64_t j) const { return seq_rows(j) * seq_row_bytes(); }
+  BASP_HOST_DEVICE int64_t head_tensor_bytes(int64_t j) const { return b_loc * seq_len * head_row_bytes(j); }
+  // The chunk sequence position s exchanges with head position h.
+  BASP_HOST_DEVICE int64_t chunk_bytes(int64_t s, int64_t h) const { return seq_rows(s) * head_row_bytes(h); }
+
+  // --- offsets ---
+  // Sequence side of `me`: byte offset of row r's heads of position j.
   BASP_HOST_DEVICE int64_t seq_row_offset(int64_t r, int64_t j) const {
-    return (r * heads + j * heads_per_rank()) * head_dim * elem;
+    return r * seq_row_bytes() + head_begin(j) * dim_bytes();
+  }
+  // Head side of position h: s's rows come in num_blocks() contiguous blocks of block_rows(s) rows.
+  BASP_HOST_DEVICE bool token_major() const { return layout == BASP_LAYOUT_SBHD; }
+  BASP_HOST_DEVICE int64_t block_rows(int64_t s) const { return token_major() ? seq_rows(s) : tok_count(s); }
+  BASP_HOST_DEVICE int64_t num_blocks() const { return token_major() ? 1 : b_loc; }
+  BASP_HOST_DEVICE int64_t block_stride_rows() const { return token_major() ? 0 : seq_len; }
+  // The head-side row where s's rows start.
+  BASP_HOST_DEVICE int64_t block_start_row(int64_t s) const {
+    return token_major() ? tok_begin(s) * b_loc : tok_begin(s);
+  }
+  // Head side of position h: byte offset of row r of sequence position s's chunk.
+  BASP_HOST_DEVICE int64_t head_row_offset(int64_t h, int64_t s, int64_t r) const {
+    const int64_t rows =
+        token_major() ? tok_begin(s) * b_loc + r : (r / tok_count(s)) * seq_len + tok_begin(s) + r % tok_count(s);
+    return rows * head_row_bytes(h);
   }
 
-  // Head-sharded side: peer j's rows come in num_blocks() contiguous blocks of block_rows() rows.
-  BASP_HOST_DEVICE int64_t block_rows() const { return layout == BASP_LAYOUT_BSHD ? s_loc : s_loc * b_loc; }
-  BASP_HOST_DEVICE int64_t num_blocks() const { return layout == BASP_LAYOUT_BSHD ? b_loc : 1; }
-  BASP_HOST_DEVICE int64_t block_stride_rows() const { return layout == BASP_LAYOUT_BSHD ? s_loc * k : 0; }
-
-  // Head-sharded side: byte offset of row r of peer j's chunk.
-  BASP_HOST_DEVICE int64_t head_row_offset(int64_t r, int64_t j) const {
-    const int64_t br = block_rows();
-    return ((r / br) * block_stride_rows() + j * br + (r % br)) * row_bytes();
+  // --- properties ---
+  // The textbook shape: K divides S and H, heads follow their own split. Every chunk then has the same size.
+  BASP_HOST_DEVICE bool uniform() const { return split_heads == heads && heads % k == 0 && seq_len % k == 0; }
+  // Whether some head is held by several positions (a gather must sum it).
+  BASP_HOST_DEVICE bool replicated() const {
+    if (split_heads == heads) return false;
+    for (int64_t j = 1; j < k; ++j) {
+      const int64_t a = split_begin(j);
+      if (a < split_begin(j + 1) && a % ratio() != 0) return true;
+    }
+    return false;
   }
 
-  // Packed chunk: byte offset of row r.
-  BASP_HOST_DEVICE int64_t wire_row_offset(int64_t r) const { return r * row_bytes(); }
+  // The same tensor seen from position p.
+  BASP_HOST_DEVICE Geometry seen_from(int64_t p) const {
+    Geometry g = *this;
+    g.me = p;
+    return g;
+  }
 
-  // The tensor's shapes on this rank, 4 dimensions in the layout's own order.
-  BASP_HOST_DEVICE void seq_sharded_shape(int64_t* dims) const {
+  // The tensor's shapes on position `me`, in the layout's own order: 4 dimensions (BSHD, SBHD) or 3 (THD).
+  BASP_HOST_DEVICE int32_t ndim() const { return layout == BASP_LAYOUT_THD ? 3 : 4; }
+  BASP_HOST_DEVICE void seq_sharded_shape(int64_t* dims) const { shape(dims, tok_count(me), heads); }
+  BASP_HOST_DEVICE void head_sharded_shape(int64_t* dims) const { shape(dims, seq_len, heads_of(me)); }
+
+ private:
+  BASP_HOST_DEVICE void shape(int64_t* dims, int64_t tokens, int64_t h) const {
+    if (layout == BASP_LAYOUT_THD) {
+      dims[0] = tokens;
+      dims[1] = h;
+      dims[2] = head_dim;
+      dims[3] = 0;
+      return;
+    }
     const bool bshd = layout == BASP_LAYOUT_BSHD;
-    dims[0] = bshd ? b_loc : s_loc;
-    dims[1] = bshd ? s_loc : b_loc;
-    dims[2] = heads;
-    dims[3] = head_dim;
-  }
-  BASP_HOST_DEVICE void head_sharded_shape(int64_t* dims) const {
-    const bool bshd = layout == BASP_LAYOUT_BSHD;
-    dims[0] = bshd ? b_loc : seq_len();
-    dims[1] = bshd ? seq_len() : b_loc;
-    dims[2] = heads_per_rank();
+    dims[0] = bshd ? b_loc : tokens;
+    dims[1] = bshd ? tokens : b_loc;
+    dims[2] = h;
     dims[3] = head_dim;
   }
 };

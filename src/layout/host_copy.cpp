@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+
+#include "layout/sum_rows.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -9,57 +12,6 @@
 #endif
 
 namespace basp::layout {
-namespace {
-
-enum class Side { kSeq, kHead, kWire };
-
-inline int64_t offset(const Geometry& g, Side side, int64_t r, int64_t j) {
-  switch (side) {
-    case Side::kSeq: return g.seq_row_offset(r, j);
-    case Side::kHead: return g.head_row_offset(r, j);
-    case Side::kWire: break;
-  }
-  return g.wire_row_offset(r);
-}
-
-// Copies rows [0, rows) of peer j from one side to the other, one memcpy per run of rows that are contiguous
-// on both sides. Rows are contiguous on the sequence side only when K = 1; runs never cross a head-side block.
-void copy_rows(const Geometry& g, Side from, const std::byte* src, Side to, std::byte* dst, int64_t j) {
-  const int64_t rb = g.row_bytes();
-  const int64_t rows = g.rows();
-  if (rows == 0 || rb == 0) return;
-  int64_t run_src = offset(g, from, 0, j);
-  int64_t run_dst = offset(g, to, 0, j);
-  int64_t run_len = 1;
-  for (int64_t r = 1; r < rows; ++r) {
-    const int64_t s = offset(g, from, r, j);
-    const int64_t d = offset(g, to, r, j);
-    if (s == run_src + run_len * rb && d == run_dst + run_len * rb) {
-      ++run_len;
-      continue;
-    }
-    std::memcpy(dst + run_dst, src + run_src, static_cast<size_t>(run_len * rb));
-    run_src = s;
-    run_dst = d;
-    run_len = 1;
-  }
-  std::memcpy(dst + run_dst, src + run_src, static_cast<size_t>(run_len * rb));
-}
-
-}  // namespace
-
-void pack_seq_rows(const Geometry& g, const std::byte* seq, std::byte* wire, int64_t j) {
-  copy_rows(g, Side::kSeq, seq, Side::kWire, wire, j);
-}
-void unpack_seq_rows(const Geometry& g, const std::byte* wire, std::byte* seq, int64_t j) {
-  copy_rows(g, Side::kWire, wire, Side::kSeq, seq, j);
-}
-void copy_seq_to_head(const Geometry& g, const std::byte* seq, std::byte* head, int64_t j) {
-  copy_rows(g, Side::kSeq, seq, Side::kHead, head, j);
-}
-void copy_head_to_seq(const Geometry& g, const std::byte* head, std::byte* seq, int64_t j) {
-  copy_rows(g, Side::kHead, head, Side::kSeq, seq, j);
-}
 
 void copy_streaming(std::byte* dst, const std::byte* src, size_t n) {
 #ifdef BASP_HAVE_SSE2_STREAM
@@ -92,34 +44,42 @@ void stream_fence() {
 
 namespace {
 
-// One row-major pass over all rows of every group position j: copies row_bytes from src(r, j) to
-// dst(r, j), visiting `block` consecutive rows of one position at a time, positions innermost, so that the K head
-// slices of a few (sequence, token) pairs are visited together. Scatter (one write stream per position) takes
-// blocks of about a page per stream; gather (one sequential write stream) takes single rows. Measured on the CI
-// machine, 1 KiB rows, K = 8: scatter 10.1 ms with single rows, 8.5 ms with 4-row blocks (memcpy 7.6 ms).
-template <typename Dst, typename Src>
-void rows_group(const Geometry& g, int64_t block, bool streaming, Dst dst, Src src) {
-  const auto rb = static_cast<size_t>(g.row_bytes());
-  if (rb == 0) return;
-  const int64_t rows = g.rows();
-  for (int64_t b0 = 0; b0 < rows; b0 += block) {
-    const int64_t b1 = b0 + block < rows ? b0 + block : rows;
-    for (int64_t j = 0; j < g.k; ++j) {
-      for (int64_t r = b0; r < b1; ++r) {
-        if (streaming) {
-          copy_streaming(dst(r, j), src(r, j), rb);
-        } else {
-          std::memcpy(dst(r, j), src(r, j), rb);
-        }
-      }
-    }
+inline void copy_bytes(std::byte* dst, const std::byte* src, int64_t n, bool streaming) {
+  if (streaming) {
+    copy_streaming(dst, src, static_cast<size_t>(n));
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n));
   }
-  if (streaming) stream_fence();
 }
 
-// Rows per visit of one position when each position is its own write stream: about a 4 KiB page.
+// Copies rows [0, rows) from src(r) to dst(r), `rb` bytes each, one memcpy per run of rows contiguous on both sides.
+template <typename Dst, typename Src>
+void copy_runs(int64_t rows, int64_t rb, Dst dst, Src src) {
+  if (rows == 0 || rb == 0) return;
+  std::byte* run_dst = dst(0);
+  const std::byte* run_src = src(0);
+  int64_t run_len = 1;
+  for (int64_t r = 1; r < rows; ++r) {
+    std::byte* d = dst(r);
+    const std::byte* s = src(r);
+    if (s == run_src + run_len * rb && d == run_dst + run_len * rb) {
+      ++run_len;
+      continue;
+    }
+    std::memcpy(run_dst, run_src, static_cast<size_t>(run_len * rb));
+    run_src = s;
+    run_dst = d;
+    run_len = 1;
+  }
+  std::memcpy(run_dst, run_src, static_cast<size_t>(run_len * rb));
+}
+
+// Rows per visit of one position when each position is its own write stream: about a 4 KiB page (scatter);
+// measured on the CI machine, 1 KiB rows, K = 8: scatter 10.1 ms with single rows, 8.5 ms with 4-row blocks
+// (memcpy 7.6 ms).
 int64_t stream_block(const Geometry& g) {
-  const int64_t rb = g.row_bytes();
+  int64_t rb = 0;
+  for (int64_t j = 0; j < g.k; ++j) rb = rb > g.head_row_bytes(j) ? rb : g.head_row_bytes(j);
   if (rb <= 0 || rb >= 4096) return 1;
   const int64_t b = 4096 / rb;
   return b > 16 ? 16 : b;
@@ -127,51 +87,85 @@ int64_t stream_block(const Geometry& g) {
 
 }  // namespace
 
-void scatter_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* heads, int64_t me, bool streaming) {
-  rows_group(
-      g, stream_block(g), streaming, [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); },
-      [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); });
+void seq_to_place(const Geometry& g, const std::byte* seq, RowPlace place, int64_t j) {
+  copy_runs(
+      g.seq_rows(g.me), g.head_row_bytes(j), [&](int64_t r) { return place.row(g, j, r); },
+      [&](int64_t r) { return seq + g.seq_row_offset(r, j); });
 }
 
-void gather_rows_group(const Geometry& g, const std::byte* const* heads, std::byte* seq, int64_t me, bool streaming) {
-  rows_group(
-      g, 1, streaming, [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); },
-      [&](int64_t r, int64_t j) { return heads[j] + g.head_row_offset(r, me); });
+void place_to_seq(const Geometry& g, RowPlace place, std::byte* seq, int64_t j) {
+  copy_runs(
+      g.seq_rows(g.me), g.head_row_bytes(j), [&](int64_t r) { return seq + g.seq_row_offset(r, j); },
+      [&](int64_t r) { return static_cast<const std::byte*>(place.row(g, j, r)); });
 }
 
-void pack_seq_rows_group(const Geometry& g, const std::byte* seq, std::byte* const* wire, std::byte* head, int64_t me,
-                         bool streaming) {
-  const int64_t rb = g.row_bytes();
-  rows_group(
-      g, stream_block(g), streaming,
-      [&](int64_t r, int64_t j) { return j == me ? head + g.head_row_offset(r, me) : wire[j] + r * rb; },
-      [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); });
-}
-
-void unpack_seq_rows_group(const Geometry& g, const std::byte* const* wire, const std::byte* head, std::byte* seq,
-                           int64_t me, bool streaming) {
-  const int64_t rb = g.row_bytes();
-  rows_group(
-      g, 1, streaming, [&](int64_t r, int64_t j) { return seq + g.seq_row_offset(r, j); },
-      [&](int64_t r, int64_t j) { return j == me ? head + g.head_row_offset(r, me) : wire[j] + r * rb; });
-}
-
-void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t j, bool streaming) {
-  if (!streaming) return copy_rows(g, Side::kHead, head, Side::kWire, wire, j);
-  const int64_t block = g.block_rows() * g.row_bytes();
-  for (int64_t b = 0; b < g.num_blocks(); ++b) {
-    copy_streaming(wire + b * block, head + g.head_row_offset(b * g.block_rows(), j), static_cast<size_t>(block));
+void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming) {
+  const int64_t rows = g.seq_rows(g.me);
+  const int64_t block = stream_block(g);
+  for (int64_t b0 = 0; b0 < rows; b0 += block) {
+    const int64_t b1 = b0 + block < rows ? b0 + block : rows;
+    for (int64_t j = 0; j < g.k; ++j) {
+      const int64_t rb = g.head_row_bytes(j);
+      if (rb == 0) continue;
+      for (int64_t r = b0; r < b1; ++r) copy_bytes(places[j].row(g, j, r), seq + g.seq_row_offset(r, j), rb, streaming);
+    }
   }
-  stream_fence();
+  if (streaming) stream_fence();
 }
 
-void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t j, bool streaming) {
-  if (!streaming) return copy_rows(g, Side::kWire, wire, Side::kHead, head, j);
-  const int64_t block = g.block_rows() * g.row_bytes();
-  for (int64_t b = 0; b < g.num_blocks(); ++b) {
-    copy_streaming(head + g.head_row_offset(b * g.block_rows(), j), wire + b * block, static_cast<size_t>(block));
+void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming) {
+  const int64_t rows = g.seq_rows(g.me);
+  const int64_t db = g.dim_bytes();
+  const bool may_share = g.split_heads != g.heads;
+  auto shared = [&](int64_t h) { return may_share && g.first_holder(h) != g.last_holder(h); };
+  for (int64_t r = 0; r < rows; ++r) {
+    std::byte* out = seq + r * g.seq_row_bytes();
+    for (int64_t j = 0; j < g.k; ++j) {
+      const int64_t lo = g.head_begin(j);
+      const int64_t hi = g.head_end(j);
+      if (lo == hi) continue;
+      const std::byte* in = places[j].row(g, j, r);
+      const bool shared_lo = shared(lo);
+      const bool shared_hi = hi - 1 != lo && shared(hi - 1);
+      const int64_t run_begin = lo + (shared_lo ? 1 : 0);
+      const int64_t run_end = hi - (shared_hi ? 1 : 0);
+      if (run_end > run_begin) {
+        copy_bytes(out + run_begin * db, in + (run_begin - lo) * db, (run_end - run_begin) * db, streaming);
+      }
+      // A head several positions hold is summed once, by its first holder's turn, over all its holders.
+      for (const int64_t h : {shared_lo ? lo : int64_t{-1}, shared_hi ? hi - 1 : int64_t{-1}}) {
+        if (h < 0 || g.first_holder(h) != j) continue;
+        const int64_t first = g.first_holder(h);
+        auto source = [&](int32_t c) {
+          const int64_t p = first + c;
+          return reinterpret_cast<const unsigned char*>(places[p].row(g, p, r) + (h - g.head_begin(p)) * db);
+        };
+        sum_elements(dtype, reinterpret_cast<unsigned char*>(out + h * db), source,
+                     static_cast<int32_t>(g.last_holder(h) - first + 1), g.head_dim);
+      }
+    }
   }
-  stream_fence();
+  if (streaming) stream_fence();
+}
+
+void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t s, bool streaming) {
+  const int64_t rb = g.head_row_bytes(g.me);
+  const int64_t block = g.block_rows(s) * rb;
+  if (block == 0) return;
+  for (int64_t b = 0; b < g.num_blocks(); ++b) {
+    copy_bytes(wire + b * block, head + (g.block_start_row(s) + b * g.block_stride_rows()) * rb, block, streaming);
+  }
+  if (streaming) stream_fence();
+}
+
+void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t s, bool streaming) {
+  const int64_t rb = g.head_row_bytes(g.me);
+  const int64_t block = g.block_rows(s) * rb;
+  if (block == 0) return;
+  for (int64_t b = 0; b < g.num_blocks(); ++b) {
+    copy_bytes(head + (g.block_start_row(s) + b * g.block_stride_rows()) * rb, wire + b * block, block, streaming);
+  }
+  if (streaming) stream_fence();
 }
 
 }  // namespace basp::layout

@@ -4,8 +4,9 @@
 // tensor after tensor, each starting at a multiple of kWireAlign bytes:
 //   [peer 0: tensor 0 chunk | pad | tensor 1 chunk | pad | ...][peer 1: ...]...[peer K-1: ...]
 // Every peer block has the same size, so Q, K and V of one exchange move in a single ncclAlltoAll whose count is
-// peer_stride bytes. Row r of tensor t's chunk for peer j starts at chunk_offset(t, j) + wire_row_offset(r).
+// peer_stride bytes. Row r of tensor t's chunk for peer j starts at chunk_offset(t, j) + r * row bytes.
 // The padding keeps every chunk 16-byte aligned, so the wire side never forces the kernels off vector accesses.
+// Uniform geometries only (Geometry::uniform(): every chunk the same size); the NCCL backend refuses others.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ struct PackedWorkspace {
 
   BASP_HOST_DEVICE int64_t chunk_offset(int32_t t, int64_t j) const { return j * peer_stride + tensor_offset[t]; }
   BASP_HOST_DEVICE int64_t row_offset(const Geometry& g, int32_t t, int64_t j, int64_t r) const {
-    return chunk_offset(t, j) + g.wire_row_offset(r);
+    return chunk_offset(t, j) + r * g.head_row_bytes(g.me);
   }
   // Bytes of the whole buffer for a group of k peers.
   BASP_HOST_DEVICE int64_t bytes(int64_t k) const { return k * peer_stride; }
@@ -37,7 +38,7 @@ inline PackedWorkspace make_packed_workspace(const Geometry* tensors, int32_t n)
   PackedWorkspace w;
   for (int32_t t = 0; t < n; ++t) {
     w.tensor_offset[t] = w.peer_stride;
-    w.peer_stride += round_up(tensors[t].chunk_bytes(), kWireAlign);
+    w.peer_stride += round_up(tensors[t].chunk_bytes(tensors[t].me, tensors[t].me), kWireAlign);
   }
   return w;
 }

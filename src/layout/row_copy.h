@@ -109,7 +109,7 @@ BASP_HOST_DEVICE void copy_tile_rows(const RowCopyArgs& a, int32_t t, int64_t ti
   const int64_t j = tl.peer_of(task);
   const int64_t r = tl.row_of(task);
   const int64_t tensor_offset =
-      a.side == static_cast<int32_t>(TensorSide::kSeq) ? g.seq_row_offset(r, j) : g.head_row_offset(r, j);
+      a.side == static_cast<int32_t>(TensorSide::kSeq) ? g.seq_row_offset(r, j) : g.head_row_offset(g.me, j, r);
   const int64_t wire_offset = a.workspace.row_offset(g, t, j, r);
   const unsigned char* src = a.to_wire ? a.tensor[t] + tensor_offset : a.wire + wire_offset;
   unsigned char* dst = a.to_wire ? a.wire + wire_offset : a.tensor[t] + tensor_offset;
@@ -159,7 +159,7 @@ inline RowCopyArgs make_row_copy_args(const Geometry* geoms, int32_t n, const Pa
     const uint64_t bits = reinterpret_cast<uintptr_t>(tensors[t]) | reinterpret_cast<uintptr_t>(wire) |
                           static_cast<uint64_t>(workspace.tensor_offset[t]) |
                           static_cast<uint64_t>(workspace.peer_stride);
-    a.tiling[t] = make_row_tiling(geoms[t], vec_bytes_for(geoms[t].row_bytes(), bits), tiles);
+    a.tiling[t] = make_row_tiling(geoms[t], vec_bytes_for(geoms[t].head_row_bytes(geoms[t].me), bits), tiles);
     tiles += a.tiling[t].num_tiles;
   }
   a.num_tiles = tiles;

@@ -61,9 +61,9 @@ BASP_HOST_DEVICE int32_t lane_shift_for(int64_t vecs_per_row) {
 BASP_HOST_DEVICE RowTiling make_row_tiling(const Geometry& g, int32_t vec_bytes, int64_t first_tile) {
   RowTiling t;
   t.vec_bytes = vec_bytes;
-  t.vecs_per_row = g.row_bytes() / vec_bytes;
+  t.vecs_per_row = g.head_row_bytes(g.me) / vec_bytes;
   t.lane_shift = lane_shift_for(t.vecs_per_row);
-  t.rows = g.rows();
+  t.rows = g.seq_rows(g.me);
   t.row_tasks = g.k * t.rows;
   t.rows_per_tile = kCopyThreads >> t.lane_shift;
   t.first_tile = first_tile;

@@ -23,4 +23,20 @@ constexpr int64_t dtype_size(int32_t dtype) {
   }
 }
 
+// "BASP_DTYPE_FP16", ...; "unknown dtype" for other values.
+constexpr const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case BASP_DTYPE_BYTE: return "BASP_DTYPE_BYTE";
+    case BASP_DTYPE_FP8_E4M3: return "BASP_DTYPE_FP8_E4M3";
+    case BASP_DTYPE_FP8_E5M2: return "BASP_DTYPE_FP8_E5M2";
+    case BASP_DTYPE_FP16: return "BASP_DTYPE_FP16";
+    case BASP_DTYPE_BF16: return "BASP_DTYPE_BF16";
+    case BASP_DTYPE_FP32: return "BASP_DTYPE_FP32";
+    case BASP_DTYPE_FP64: return "BASP_DTYPE_FP64";
+    case BASP_DTYPE_INT32: return "BASP_DTYPE_INT32";
+    case BASP_DTYPE_INT64: return "BASP_DTYPE_INT64";
+    default: return "unknown dtype";
+  }
+}
+
 }  // namespace basp::plan

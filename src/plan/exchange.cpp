@@ -1,5 +1,7 @@
 #include "plan/exchange.h"
 
+#include <algorithm>
+
 #include "common/checked.h"
 #include "common/error.h"
 #include "plan/dtype.h"
@@ -9,68 +11,120 @@ namespace basp::plan {
 using detail::checked_add;
 using detail::checked_mul;
 
-ExchangeSpec validate_spec(const basp_plan_desc_v1& d, int32_t group_size) {
+ExchangeSpec validate_spec(const basp_plan_desc_v1& d) {
   BASP_CHECK_ARG(d.layout >= 0 && d.layout < BASP_LAYOUT_COUNT, "layout (", d.layout,
                  ") is not a basp_layout_t value (0..", BASP_LAYOUT_COUNT - 1, ")");
   BASP_CHECK_ARG(d.dtype != BASP_DTYPE_UNSET, "dtype (", d.dtype,
                  ", BASP_DTYPE_UNSET) is not set: a plan needs the element type of its tensors");
   BASP_CHECK_ARG(dtype_size(d.dtype) > 0, "dtype (", d.dtype, ") is not a basp_dtype_t value (0..",
                  BASP_DTYPE_UNSET - 1, ")");
-  BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
-  BASP_CHECK_ARG(d.seq_len % group_size == 0, "seq_len (", d.seq_len, ") is not divisible by group size (", group_size,
-                 ")");
+  ExchangeSpec spec;
+  spec.layout = d.layout;
+  if (spec.thd()) {
+    BASP_CHECK_ARG(d.token_capacity > 0, "token_capacity (", d.token_capacity,
+                   ") must be positive for a THD plan: the most tokens of a group's stream in one execute");
+    BASP_CHECK_ARG(d.seq_len == -1 || d.seq_len == d.token_capacity, "seq_len (", d.seq_len,
+                   ") must be -1 or token_capacity (", d.token_capacity, ") for a THD plan");
+    spec.seq_len = d.token_capacity;
+  } else {
+    BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
+    BASP_CHECK_ARG(d.token_capacity == 0, "token_capacity (", d.token_capacity,
+                   ") must be 0 unless the layout is BASP_LAYOUT_THD");
+    spec.seq_len = d.seq_len;
+  }
   BASP_CHECK_ARG(d.head_dim > 0, "head_dim (", d.head_dim, ") must be positive");
   BASP_CHECK_ARG(d.num_tensors >= 1 && d.num_tensors <= BASP_MAX_TENSORS, "num_tensors (", d.num_tensors,
                  ") must be in 1..", BASP_MAX_TENSORS);
   BASP_CHECK_ARG(d.reserved0 == 0, "reserved0 (", d.reserved0, ") must be 0");
-  ExchangeSpec spec;
-  spec.layout = d.layout;
+  spec.dtype = d.dtype;
   spec.elem_size = dtype_size(d.dtype);
-  spec.seq_len = d.seq_len;
   spec.head_dim = d.head_dim;
   for (int32_t t = 0; t < BASP_MAX_TENSORS; ++t) {
     const int64_t h = d.num_heads[t];
+    const int64_t q = d.query_heads[t];
     if (t >= d.num_tensors) {
       BASP_CHECK_ARG(h == 0, "num_heads[", t, "] (", h, ") must be 0: only ", d.num_tensors, " tensors");
+      BASP_CHECK_ARG(q == 0, "query_heads[", t, "] (", q, ") must be 0: only ", d.num_tensors, " tensors");
       continue;
     }
     BASP_CHECK_ARG(h > 0, "num_heads[", t, "] (", h, ") must be positive");
-    BASP_CHECK_ARG(h % group_size == 0, "num_heads[", t, "] (", h, ") is not divisible by group size (", group_size,
-                   ")");
+    BASP_CHECK_ARG(q >= 0, "query_heads[", t, "] (", q, ") must be 0 (query-like) or a query head count");
+    BASP_CHECK_ARG(q == 0 || q % h == 0, "num_heads[", t, "] (", h, ") does not divide its query head count (", q, ")");
     spec.num_heads.push_back(h);
+    spec.split_heads.push_back(q == 0 ? h : q);
   }
   return spec;
+}
+
+namespace {
+
+int64_t align64(int64_t v) { return checked_add(v, 63, "workspace bytes") / 64 * 64; }
+
+}  // namespace
+
+int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const {
+  const layout::Geometry g = at(t, tokens);
+  const auto& held = held_before_[static_cast<size_t>(t)];
+  const int64_t before = held[static_cast<size_t>(j)] - (j > owner ? g.heads_of(owner) : 0);
+  return workspace_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)] +
+         g.seq_rows(owner) * g.dim_bytes() * before;
+}
+
+int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, bool scatter) const {
+  const layout::Geometry g = at(t, tokens);
+  const int64_t base = region_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)];
+  if (scatter) return base + g.seq_rows(owner) * g.dim_bytes() * held_before_[static_cast<size_t>(t)][j];
+  return base + g.head_row_bytes(owner) * g.b_loc * g.tok_begin(j);
 }
 
 ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, int32_t position,
                                 int64_t local_sequences) {
   BASP_CHECK_ARG(group_size > 0, "group size (", group_size, ") must be positive");
   BASP_CHECK_ARG(position >= 0 && position < group_size, "position (", position, ") is outside 0..", group_size - 1);
+  if (spec.thd()) local_sequences = 1;
   BASP_CHECK_ARG(local_sequences > 0, "local sequences (", local_sequences, ") must be positive");
   ExchangePlan p;
   p.spec = spec;
   p.group_size = group_size;
   p.position = position;
   p.local_sequences = local_sequences;
-  for (int64_t heads : spec.num_heads) {
+  const int32_t k = group_size;
+  const auto n = spec.num_heads.size();
+  p.workspace_base_.assign(static_cast<size_t>(k), std::vector<int64_t>(n + 1, 0));
+  p.region_base_.assign(static_cast<size_t>(k), std::vector<int64_t>(n + 1, 0));
+  for (size_t t = 0; t < n; ++t) {
     layout::Geometry g;
     g.layout = spec.layout;
     g.b_loc = local_sequences;
-    g.s_loc = spec.seq_len / group_size;
-    g.k = group_size;
-    g.heads = heads;
+    g.seq_len = spec.seq_len;
+    g.k = k;
+    g.me = position;
+    g.heads = spec.num_heads[t];
+    g.split_heads = spec.split_heads[t];
     g.head_dim = spec.head_dim;
     g.elem = spec.elem_size;
-    // Every product the index math forms must fit: the largest is the tensor's byte size.
-    const int64_t row_elems = checked_mul(heads, spec.head_dim, "heads * head_dim");
-    const int64_t row_bytes = checked_mul(row_elems, spec.elem_size, "row bytes");
-    const int64_t rows = checked_mul(g.b_loc, g.s_loc, "local sequences * local tokens");
-    const int64_t tensor_bytes = checked_mul(rows, row_bytes, "tensor bytes");
-    (void)tensor_bytes;
-    const int64_t others = group_size - 1;
-    p.tensor_workspace_offset.push_back(p.bytes_sent);
-    const int64_t sent = checked_mul(others, g.chunk_bytes(), "bytes sent");
-    p.bytes_sent = checked_add(p.bytes_sent, sent, "bytes sent");
+    // Every product the index math forms must fit: the largest are the tensors' byte sizes, over every position.
+    const int64_t row_bytes = checked_mul(checked_mul(g.heads, g.head_dim, "heads * head_dim"), g.elem, "row bytes");
+    const int64_t rows = checked_mul(g.b_loc, g.seq_len, "local sequences * tokens");
+    (void)checked_mul(rows, checked_mul(g.split_heads, checked_mul(g.head_dim, g.elem, "head bytes"), "row bytes"),
+                      "tensor bytes");
+    (void)row_bytes;
+    std::vector<int64_t> held(static_cast<size_t>(k) + 1, 0);
+    for (int32_t j = 0; j < k; ++j) held[static_cast<size_t>(j) + 1] = held[static_cast<size_t>(j)] + g.heads_of(j);
+    const int64_t total = held.back();
+    for (int32_t o = 0; o < k; ++o) {
+      const int64_t send = checked_mul(g.seq_rows(o) * g.dim_bytes(), total - g.heads_of(o), "workspace bytes");
+      auto& w = p.workspace_base_[static_cast<size_t>(o)];
+      w[t + 1] = checked_add(w[t], align64(send), "workspace bytes");
+      const int64_t scatter_side = checked_mul(g.seq_rows(o) * g.dim_bytes(), total, "staging bytes");
+      const int64_t gather_side = g.head_tensor_bytes(o);
+      auto& r = p.region_base_[static_cast<size_t>(o)];
+      r[t + 1] = checked_add(r[t], align64(std::max(scatter_side, gather_side)), "staging bytes");
+    }
+    p.bytes_sent =
+        checked_add(p.bytes_sent, g.seq_rows(position) * g.dim_bytes() * (total - g.heads_of(position)), "bytes sent");
+    p.replicated = p.replicated || g.replicated();
+    p.held_before_.push_back(std::move(held));
     p.tensors.push_back(g);
   }
   return p;

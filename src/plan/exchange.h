@@ -1,6 +1,6 @@
 // The exchange plan of one rank: pure arithmetic from a validated descriptor and the rank's place in its group.
 // It says which rows go to which peer (layout::Geometry per tensor) and where each peer's chunk lives in the
-// plan's workspace; the transports only follow it.
+// workspaces and staging regions of the paths; the transports only follow it.
 #pragma once
 
 #include <cstdint>
@@ -14,38 +14,59 @@ namespace basp::plan {
 // A descriptor after validation: identical on every rank of a group.
 struct ExchangeSpec {
   int32_t layout = BASP_LAYOUT_BSHD;
+  int32_t dtype = BASP_DTYPE_UNSET;
   int64_t elem_size = 0;
-  int64_t seq_len = 0;
+  int64_t seq_len = 0;  // S; THD: the token capacity
   int64_t head_dim = 0;
-  std::vector<int64_t> num_heads;  // one per tensor
+  std::vector<int64_t> num_heads;    // one per tensor
+  std::vector<int64_t> split_heads;  // one per tensor: the head count whose split it follows (num_heads or Hq)
+
+  bool thd() const { return layout == BASP_LAYOUT_THD; }
 };
 
-// Checks every field against the group size K; the error names the field and the value.
-ExchangeSpec validate_spec(const basp_plan_desc_v1& desc, int32_t group_size);
+// Checks every field of the descriptor; the error names the field and the value.
+ExchangeSpec validate_spec(const basp_plan_desc_v1& desc);
 
 struct ExchangePlan {
   ExchangeSpec spec;
   int32_t group_size = 0;       // K
   int32_t position = 0;         // l
-  int64_t local_sequences = 0;  // b_loc
+  int64_t local_sequences = 0;  // b_loc (THD: 1, the group's stream)
+  // Per tensor, at the plan's S (THD: at its capacity).
   std::vector<layout::Geometry> tensors;
-  // Bytes this rank sends to the other ranks in one scatter (the same in one gather). The point-to-point path's
-  // packed workspace holds exactly these: for each tensor, the K-1 chunks of the other peers, in peer order (own
-  // slot skipped).
+  // Bytes this rank sends to the other ranks in one scatter (the same in one gather), at capacity: the minimum for
+  // the routing (a replicated head goes once to each rank that holds it).
   int64_t bytes_sent = 0;
-  std::vector<int64_t> tensor_workspace_offset;
+  bool replicated = false;  // some tensor has a head several positions hold
 
   int32_t num_tensors() const { return static_cast<int32_t>(tensors.size()); }
-  // The global heads of tensor t this rank holds on the head-sharded side: [head_begin, head_end).
-  int64_t head_begin(int32_t t) const { return position * tensors[t].heads_per_rank(); }
-  int64_t head_end(int32_t t) const { return (position + 1) * tensors[t].heads_per_rank(); }
-  // Byte offset in the packed workspace of tensor t's chunk exchanged with peer j (j != position).
-  int64_t workspace_offset(int32_t t, int32_t j) const {
-    const int32_t slot = j < position ? j : j - 1;
-    return tensor_workspace_offset[t] + slot * tensors[t].chunk_bytes();
+  int64_t capacity() const { return spec.seq_len; }
+  // Tensor t's geometry for an execute of `tokens` tokens per sequence (THD: of the stream).
+  layout::Geometry at(int32_t t, int64_t tokens) const {
+    layout::Geometry g = tensors[static_cast<size_t>(t)];
+    g.seq_len = tokens;
+    return g;
   }
+
+  // The packed workspace of the p2p and cma paths on position `owner` (sized at capacity): for each tensor, the
+  // chunks of the owner's sequence side for every other position, in position order. Byte offset of tensor t's
+  // chunk for position j != owner in an execute of `tokens` tokens.
+  int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const;
+  int64_t workspace_bytes(int32_t owner) const { return workspace_base_[static_cast<size_t>(owner)].back(); }
+
+  // The staging region of the staged path on position `owner` (sized at capacity), per tensor: in a scatter the
+  // owner's chunks for every position (its own slot unused), in a gather the rows of every position's tokens of the
+  // owner's head-sharded input. Byte offset of tensor t's chunk for position j.
+  int64_t region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, bool scatter) const;
+  int64_t region_bytes(int32_t owner) const { return region_base_[static_cast<size_t>(owner)].back(); }
+
+  // Built by make_exchange_plan.
+  std::vector<std::vector<int64_t>> held_before_;     // [t][j]: heads held by positions 0..j-1, j = 0..K
+  std::vector<std::vector<int64_t>> workspace_base_;  // [owner][t]: tensor t's first byte; [owner][n]: the size
+  std::vector<std::vector<int64_t>> region_base_;     // [owner][t], as above
 };
 
+// `local_sequences`: the sequences the group owns (ignored for THD, whose group holds one stream).
 ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, int32_t position,
                                 int64_t local_sequences);
 

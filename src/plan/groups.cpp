@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/rank_list.h"
+#include "common/split.h"
 
 namespace basp::plan {
 
@@ -65,17 +66,14 @@ GroupLayout make_layout(int32_t world_size, int64_t micro_batch, std::vector<std
 RankInfo describe_rank(const GroupLayout& layout, int32_t rank, int64_t seq_len) {
   BASP_CHECK_ARG(rank >= 0 && rank < layout.world_size, "rank (", rank, ") is outside 0..", layout.world_size - 1);
   BASP_CHECK_ARG(seq_len >= 0, "seq_len (", seq_len, ") must be positive (or 0: no token range)");
-  BASP_CHECK_ARG(seq_len % layout.group_size == 0, "seq_len (", seq_len, ") is not divisible by group size (",
-                 layout.group_size, ")");
   RankInfo info;
   info.rank = rank;
   info.group_index = layout.group_of[rank];
   info.group_position = layout.position_of[rank];
   info.num_sequences = layout.sequences_per_group();
   info.first_sequence = info.group_index * info.num_sequences;
-  const int64_t tokens = seq_len / layout.group_size;
-  info.token_begin = info.group_position * tokens;
-  info.token_end = info.token_begin + tokens;
+  info.token_begin = detail::split_begin(seq_len, layout.group_size, info.group_position);
+  info.token_end = detail::split_begin(seq_len, layout.group_size, info.group_position + 1);
   return info;
 }
 

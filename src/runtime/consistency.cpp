@@ -42,8 +42,17 @@ constexpr FieldInfo kPlanFields[] = {
     {"comm num_groups", Shown::kNumber},
     {"comm placement", Shown::kPlacement},
     {"comm group membership (hash)", Shown::kHash},
+    {"query_heads[0]", Shown::kNumber},
+    {"query_heads[1]", Shown::kNumber},
+    {"query_heads[2]", Shown::kNumber},
+    {"query_heads[3]", Shown::kNumber},
+    {"query_heads[4]", Shown::kNumber},
+    {"query_heads[5]", Shown::kNumber},
+    {"query_heads[6]", Shown::kNumber},
+    {"query_heads[7]", Shown::kNumber},
+    {"token_capacity", Shown::kNumber},
 };
-static_assert(BASP_MAX_TENSORS == 8, "kPlanFields lists num_heads[0..7]");
+static_assert(BASP_MAX_TENSORS == 8, "kPlanFields lists num_heads[0..7] and query_heads[0..7]");
 static_assert(sizeof(kPlanFields) / sizeof(FieldInfo) <= CallRecord::kMaxFields, "too many plan fields");
 
 constexpr FieldInfo kMemFreeFields[] = {{"ptr", Shown::kNullPointer}};
@@ -199,6 +208,8 @@ CallRecord describe_plan_create(const basp_plan_desc_v1* desc, basp_status_t loc
   r.fields[4] = desc->num_tensors;
   r.fields[5] = desc->reserved0;
   for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[6 + t] = desc->num_heads[t];
+  for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[18 + t] = desc->query_heads[t];
+  r.fields[26] = desc->token_capacity;
   return r;
 }
 

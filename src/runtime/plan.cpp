@@ -8,6 +8,8 @@
 
 #include "common/error.h"
 #include "common/status_name.h"
+#include "layout/sum_rows.h"
+#include "plan/dtype.h"
 #include "runtime/pointer_check.h"
 
 namespace basp::runtime {
@@ -21,7 +23,7 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
   std::optional<plan::ExchangeSpec> spec;
   if (!error) {
     try {
-      spec = plan::validate_spec(*desc, groups.group_size);
+      spec = plan::validate_spec(*desc);
       check_pointers_ = pointer_checks_enabled();
     } catch (const detail::Error&) {
       error = std::current_exception();
@@ -69,32 +71,65 @@ void Plan::confirm_made(const std::exception_ptr& unmade) {
   }
 }
 
-void Plan::check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream) {
+int64_t Plan::call_tokens(const char* op, int64_t tokens) const {
+  const plan::ExchangeSpec& spec = exchange_.spec;
+  if (spec.thd()) {
+    BASP_CHECK_ARG(tokens != kPlanTokens, op, ": a THD plan takes the token count of each call: use basp_", op,
+                   "_tokens");
+    BASP_CHECK_ARG(tokens >= 0 && tokens <= spec.seq_len, op, ": num_tokens (", tokens,
+                   ") is outside 0..token_capacity (", spec.seq_len, ")");
+    return tokens;
+  }
+  BASP_CHECK_ARG(tokens == kPlanTokens || tokens == -1 || tokens == spec.seq_len, op, ": num_tokens (", tokens,
+                 ") must be -1 or the plan's seq_len (", spec.seq_len, ") for a ",
+                 spec.layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD", " plan");
+  return spec.seq_len;
+}
+
+void Plan::check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs,
+                         void* stream) {
   BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
   BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
   const int32_t n = exchange_.num_tensors();
+  const bool scatter = op[0] == 's';
+  // Bytes of tensor t on this rank: its sequence-sharded and head-sharded sides.
+  auto in_bytes = [&](int32_t t) {
+    const layout::Geometry g = exchange_.at(t, tokens);
+    return scatter ? g.seq_tensor_bytes(g.me) : g.head_tensor_bytes(g.me);
+  };
+  auto out_bytes = [&](int32_t t) {
+    const layout::Geometry g = exchange_.at(t, tokens);
+    return scatter ? g.head_tensor_bytes(g.me) : g.seq_tensor_bytes(g.me);
+  };
+  // A tensor of no bytes on this rank (no heads or no tokens here) may be NULL.
   for (int32_t t = 0; t < n; ++t) {
-    BASP_CHECK(inputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL");
-    BASP_CHECK(outputs[t] != nullptr, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL");
+    BASP_CHECK(inputs[t] != nullptr || in_bytes(t) == 0, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL (",
+               in_bytes(t), " bytes on this rank)");
+    BASP_CHECK(outputs[t] != nullptr || out_bytes(t) == 0, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL (",
+               out_bytes(t), " bytes on this rank)");
   }
   if (comm_->backend() == BASP_BACKEND_MPI) {
     BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
   }
-  // Every buffer holds tensor_bytes; an output may overlap no input and no other output.
+  // An output may overlap no input and no other output.
   auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {
     auto pa = reinterpret_cast<uintptr_t>(a);
     auto pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + static_cast<uintptr_t>(nb) && pb < pa + static_cast<uintptr_t>(na);
+    return na > 0 && nb > 0 && pa < pb + static_cast<uintptr_t>(nb) && pb < pa + static_cast<uintptr_t>(na);
   };
   for (int32_t t = 0; t < n; ++t) {
-    const int64_t nt = exchange_.tensors[t].tensor_bytes();
+    const int64_t nt = out_bytes(t);
     for (int32_t u = 0; u < n; ++u) {
-      const int64_t nu = exchange_.tensors[u].tensor_bytes();
-      BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
+      BASP_CHECK_ARG(!overlap(outputs[t], inputs[u], nt, in_bytes(u)), op, ": outputs[", t, "] (", outputs[t],
                      ") overlaps inputs[", u, "] (", inputs[u], ")");
-      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, nu), op, ": outputs[", t, "] (", outputs[t],
-                     ") overlaps outputs[", u, "] (", outputs[u], ")");
+      BASP_CHECK_ARG(u == t || !overlap(outputs[t], outputs[u], nt, out_bytes(u)), op, ": outputs[", t, "] (",
+                     outputs[t], ") overlaps outputs[", u, "] (", outputs[u], ")");
     }
+  }
+  if (!scatter && exchange_.replicated && !layout::summable(exchange_.spec.dtype)) {
+    detail::fail(BASP_ERROR_UNSUPPORTED, op, ": the plan has heads several ranks hold, whose gather sums them, and ",
+                 "dtype ", plan::dtype_name(exchange_.spec.dtype),
+                 " cannot be summed (FP16, BF16, FP32 and FP64 can); scatter works for every dtype");
   }
   if (check_pointers_) check_memory_kinds(op, inputs, outputs);
 }
@@ -113,8 +148,8 @@ void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* c
   checked_valid_ = false;
   const basp_backend_t backend = comm_->backend();
   for (int32_t t = 0; t < n; ++t) {
-    check_memory_kind(backend, op, "inputs", t, inputs[t]);
-    check_memory_kind(backend, op, "outputs", t, outputs[t]);
+    if (inputs[t] != nullptr) check_memory_kind(backend, op, "inputs", t, inputs[t]);
+    if (outputs[t] != nullptr) check_memory_kind(backend, op, "outputs", t, outputs[t]);
   }
   for (int32_t t = 0; t < n; ++t) {
     checked_[static_cast<size_t>(t)] = inputs[t];
@@ -123,28 +158,26 @@ void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* c
   checked_valid_ = true;
 }
 
-// A rank whose buffers fail the checks still tells its group (transport::PlanExecutor::fail), so that the peers
+// A rank whose arguments fail the checks still tells its group (transport::PlanExecutor::fail), so that the peers
 // fail at once instead of waiting for it until their timeout; then it throws its own error.
-void Plan::scatter(const void* const* inputs, void* const* outputs, void* stream) {
+void Plan::execute(bool scatter, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
   check_usable();
+  const char* op = scatter ? "scatter" : "gather";
+  int64_t call = tokens;
   try {
-    check_buffers("scatter", inputs, outputs, stream);
+    call = call_tokens(op, tokens);
+    check_buffers(op, call, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
-    comm_->collective([&] { executor_->fail(true, own); });
+    comm_->collective([&] { executor_->fail(scatter, call, own); });
   }
-  comm_->collective([&] { executor_->scatter(inputs, outputs, stream); });
-}
-
-void Plan::gather(const void* const* inputs, void* const* outputs, void* stream) {
-  check_usable();
-  try {
-    check_buffers("gather", inputs, outputs, stream);
-  } catch (const detail::Error&) {
-    const std::exception_ptr own = std::current_exception();
-    comm_->collective([&] { executor_->fail(false, own); });
-  }
-  comm_->collective([&] { executor_->gather(inputs, outputs, stream); });
+  comm_->collective([&] {
+    if (scatter) {
+      executor_->scatter(call, inputs, outputs, stream);
+    } else {
+      executor_->gather(call, inputs, outputs, stream);
+    }
+  });
 }
 
 basp_plan_info_v1 Plan::info() const {
@@ -153,22 +186,27 @@ basp_plan_info_v1 Plan::info() const {
   out.num_tensors = x.num_tensors();
   out.group_size = x.group_size;
   out.local_sequences = x.local_sequences;
-  out.local_tokens = x.spec.seq_len / x.group_size;
   out.workspace_bytes = executor_->workspace_bytes();
   out.bytes_sent_per_exchange = x.bytes_sent;
   out.last_path = executor_->last_path();
   out.layout = x.spec.layout;
-  out.ndim = 4;
   for (int32_t t = 0; t < x.num_tensors(); ++t) {
     const layout::Geometry& g = x.tensors[static_cast<size_t>(t)];
-    const int64_t elems = g.tensor_bytes() / x.spec.elem_size;
-    out.seq_sharded_elems[t] = elems;
-    out.head_sharded_elems[t] = elems;
+    out.ndim = g.ndim();
+    out.seq_sharded_elems[t] = g.seq_tensor_bytes(g.me) / x.spec.elem_size;
+    out.head_sharded_elems[t] = g.head_tensor_bytes(g.me) / x.spec.elem_size;
     g.seq_sharded_shape(out.seq_sharded_shape[t]);
     g.head_sharded_shape(out.head_sharded_shape[t]);
-    out.head_begin[t] = x.head_begin(t);
-    out.head_end[t] = x.head_end(t);
+    out.head_begin[t] = g.head_begin(g.me);
+    out.head_end[t] = g.head_end(g.me);
+    out.split_begin[t] = g.split_begin(g.me);
+    out.split_end[t] = g.split_begin(g.me + 1);
+    out.token_begin = g.tok_begin(g.me);
+    out.token_end = g.tok_begin(g.me + 1);
+    out.local_tokens = g.tok_count(g.me);
   }
+  out.token_capacity = x.spec.thd() ? x.spec.seq_len : 0;
+  out.replicated = x.replicated ? 1 : 0;
   out.plan_path = executor_->plan_path();
   return out;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -26,14 +27,17 @@ class Plan {
   // Throws BASP_ERROR_COMM_BROKEN when the plan's comm is broken.
   void check_usable() const { comm_->check_usable(); }
 
-  void scatter(const void* const* inputs, void* const* outputs, void* stream);
-  void gather(const void* const* inputs, void* const* outputs, void* stream);
+  // The token count basp_scatter/basp_gather pass: the plan's own (not allowed for THD).
+  static constexpr int64_t kPlanTokens = INT64_MIN;
+  // A scatter or gather of `tokens` tokens (basp_scatter_tokens; kPlanTokens from basp_scatter).
+  void execute(bool scatter, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
   // basp_plan_query's answer.
   basp_plan_info_v1 info() const;
 
  private:
   void confirm_made(const std::exception_ptr& unmade);
-  void check_buffers(const char* op, const void* const* inputs, void* const* outputs, void* stream);
+  int64_t call_tokens(const char* op, int64_t tokens) const;
+  void check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
   void check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs);
 
   std::shared_ptr<Comm> comm_;

@@ -19,39 +19,43 @@ namespace basp::test {
 using layout::Geometry;
 using layout::PackedWorkspace;
 
+// The uniform shapes the device path serves (layout::Geometry::uniform()): tokens and heads per rank.
+inline int64_t s_loc(const Geometry& g) { return g.seq_len / g.k; }
+
 struct RowCoord {
   int64_t b, s;  // local sequence, token inside the rank's shard
 };
 
 // Row r of a chunk -> (local sequence, local token), in the layout's order.
 inline RowCoord row_coord(const Geometry& g, int64_t r) {
-  if (g.layout == BASP_LAYOUT_BSHD) return {r / g.s_loc, r % g.s_loc};
+  if (g.layout == BASP_LAYOUT_BSHD) return {r / s_loc(g), r % s_loc(g)};
   return {r % g.b_loc, r / g.b_loc};
 }
 
 // Element index in the sequence-sharded tensor [b_loc][S/K][H][D] (or SBHD).
 inline int64_t seq_index(const Geometry& g, int64_t b, int64_t s, int64_t h, int64_t d) {
-  if (g.layout == BASP_LAYOUT_BSHD) return ((b * g.s_loc + s) * g.heads + h) * g.head_dim + d;
+  if (g.layout == BASP_LAYOUT_BSHD) return ((b * s_loc(g) + s) * g.heads + h) * g.head_dim + d;
   return ((s * g.b_loc + b) * g.heads + h) * g.head_dim + d;
 }
 
 // Element index in the head-sharded tensor [b_loc][S][H/K][D] (or SBHD); s_full is the token in 0..S-1.
 inline int64_t head_index(const Geometry& g, int64_t b, int64_t s_full, int64_t h, int64_t d) {
   const int64_t hk = g.heads / g.k;
-  if (g.layout == BASP_LAYOUT_BSHD) return ((b * g.s_loc * g.k + s_full) * hk + h) * g.head_dim + d;
+  if (g.layout == BASP_LAYOUT_BSHD) return ((b * s_loc(g) * g.k + s_full) * hk + h) * g.head_dim + d;
   return ((s_full * g.b_loc + b) * hk + h) * g.head_dim + d;
 }
 
 // Scatter pack: sequence-sharded -> every peer's chunk of tensor t.
 inline void ref_scatter_pack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* seq,
                              std::byte* wire) {
-  for (int64_t j = 0; j < g.k; ++j) layout::pack_seq_rows(g, seq, wire + ws.chunk_offset(t, j), j);
+  for (int64_t j = 0; j < g.k; ++j) layout::seq_to_place(g, seq, {wire + ws.chunk_offset(t, j), false}, j);
 }
 
 // Gather unpack: every peer's chunk of tensor t -> sequence-sharded.
 inline void ref_gather_unpack(const Geometry& g, const PackedWorkspace& ws, int32_t t, const std::byte* wire,
                               std::byte* seq) {
-  for (int64_t j = 0; j < g.k; ++j) layout::unpack_seq_rows(g, wire + ws.chunk_offset(t, j), seq, j);
+  for (int64_t j = 0; j < g.k; ++j)
+    layout::place_to_seq(g, {const_cast<std::byte*>(wire) + ws.chunk_offset(t, j), false}, seq, j);
 }
 
 // Scatter unpack: row r of peer j's chunk is token j*S/K + s of local sequence b, heads 0..H/K-1.
@@ -59,9 +63,9 @@ inline void ref_scatter_unpack(const Geometry& g, const PackedWorkspace& ws, int
                                std::byte* head) {
   const int64_t row = (g.heads / g.k) * g.head_dim * g.elem;
   for (int64_t j = 0; j < g.k; ++j) {
-    for (int64_t r = 0; r < g.b_loc * g.s_loc; ++r) {
+    for (int64_t r = 0; r < g.b_loc * s_loc(g); ++r) {
       const RowCoord c = row_coord(g, r);
-      std::memcpy(head + head_index(g, c.b, j * g.s_loc + c.s, 0, 0) * g.elem, wire + ws.chunk_offset(t, j) + r * row,
+      std::memcpy(head + head_index(g, c.b, j * s_loc(g) + c.s, 0, 0) * g.elem, wire + ws.chunk_offset(t, j) + r * row,
                   static_cast<size_t>(row));
     }
   }
@@ -72,9 +76,9 @@ inline void ref_gather_pack(const Geometry& g, const PackedWorkspace& ws, int32_
                             std::byte* wire) {
   const int64_t row = (g.heads / g.k) * g.head_dim * g.elem;
   for (int64_t j = 0; j < g.k; ++j) {
-    for (int64_t r = 0; r < g.b_loc * g.s_loc; ++r) {
+    for (int64_t r = 0; r < g.b_loc * s_loc(g); ++r) {
       const RowCoord c = row_coord(g, r);
-      std::memcpy(wire + ws.chunk_offset(t, j) + r * row, head + head_index(g, c.b, j * g.s_loc + c.s, 0, 0) * g.elem,
+      std::memcpy(wire + ws.chunk_offset(t, j) + r * row, head + head_index(g, c.b, j * s_loc(g) + c.s, 0, 0) * g.elem,
                   static_cast<size_t>(row));
     }
   }
@@ -105,9 +109,10 @@ inline std::vector<Geometry> geometries(const Shape& s, int32_t layout, int64_t 
     Geometry g;
     g.layout = layout;
     g.b_loc = s.b_loc;
-    g.s_loc = s.s_loc;
+    g.seq_len = s.s_loc * s.k;
     g.k = s.k;
     g.heads = h;
+    g.split_heads = h;
     g.head_dim = s.head_dim;
     g.elem = elem;
     out.push_back(g);

@@ -137,12 +137,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       k = k % 4096;
       if (k <= 0) k = 1;
       try {
-        const auto spec = basp::plan::validate_spec(d, k);
+        const auto spec = basp::plan::validate_spec(d);
         const auto plan = basp::plan::make_exchange_plan(spec, k, position, b_loc);
         // The plan's arithmetic must be internally consistent.
         if (plan.num_tensors() != d.num_tensors) std::abort();
         for (int32_t t = 0; t < plan.num_tensors(); ++t) {
-          if (plan.tensors[t].tensor_bytes() < 0 || plan.tensors[t].chunk_bytes() < 0) std::abort();
+          const auto& g = plan.tensors[t];
+          if (g.seq_tensor_bytes(position) < 0 || g.head_tensor_bytes(position) < 0) std::abort();
+          int64_t held = 0;
+          for (int32_t j = 0; j < k; ++j) {
+            if (g.heads_of(j) < 0 || g.chunk_bytes(position, j) < 0) std::abort();
+            held += g.heads_of(j);
+          }
+          if (held < g.heads) std::abort();  // every head is held somewhere
+          if (plan.workspace_offset(position, t, (position + 1) % k, g.seq_len) > plan.workspace_bytes(position))
+            std::abort();
         }
       } catch (const basp::detail::Error& e) {
         if (e.status() == BASP_SUCCESS) std::abort();

@@ -62,9 +62,9 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
     r.send.fill(kPoison);
     r.recv.fill(kPoison);
     for (int32_t t = 0; t < n; ++t) {
-      r.seq.emplace_back(geoms[t].tensor_bytes());
-      r.head.emplace_back(geoms[t].tensor_bytes());
-      r.back.emplace_back(geoms[t].tensor_bytes());
+      r.seq.emplace_back(geoms[t].seq_tensor_bytes(0));
+      r.head.emplace_back(geoms[t].seq_tensor_bytes(0));
+      r.back.emplace_back(geoms[t].seq_tensor_bytes(0));
       r.seq[t].upload(seq_input(geoms[t], t, l));
       r.head[t].fill(kPoison);
       r.back[t].fill(kPoison);
@@ -165,7 +165,7 @@ void nccl_several_ranks_one_gpu(basp::test::Tally& tally) {
     basp_plan_desc_t desc = BASP_PLAN_DESC_INITIALIZER;
     desc.layout = BASP_LAYOUT_BSHD;
     desc.dtype = BASP_DTYPE_BF16;
-    desc.seq_len = g.s_loc * 2;
+    desc.seq_len = basp::test::s_loc(g) * 2;
     desc.head_dim = g.head_dim;
     desc.num_tensors = 1;
     desc.num_heads[0] = g.heads;
@@ -174,7 +174,7 @@ void nccl_several_ranks_one_gpu(basp::test::Tally& tally) {
       basp_comm_destroy(comm);
       return;
     }
-    DeviceBytes seq(g.tensor_bytes()), head(g.tensor_bytes()), back(g.tensor_bytes());
+    DeviceBytes seq(g.seq_tensor_bytes(0)), head(g.seq_tensor_bytes(0)), back(g.seq_tensor_bytes(0));
     seq.upload(seq_input(g, 0, l));
     head.fill(kPoison);
     back.fill(kPoison);

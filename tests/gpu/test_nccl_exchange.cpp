@@ -32,7 +32,7 @@ basp::plan::ExchangePlan make_plan(int32_t layout) {
   desc.num_heads[0] = 12;
   desc.num_heads[1] = 3;
   desc.num_heads[2] = 3;
-  const auto spec = basp::plan::validate_spec(desc, 1);
+  const auto spec = basp::plan::validate_spec(desc);
   return basp::plan::make_exchange_plan(spec, 1, 0, 2);
 }
 
@@ -51,7 +51,7 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   std::vector<const void*> in_ptr, head_cptr;
   std::vector<void*> head_ptr, back_ptr;
   for (int32_t t = 0; t < n; ++t) {
-    const int64_t bytes = plan.tensors[t].tensor_bytes();
+    const int64_t bytes = plan.tensors[t].seq_tensor_bytes(0);
     host[t].resize(static_cast<size_t>(bytes));
     in.emplace_back(bytes);
     head.emplace_back(bytes);
@@ -81,8 +81,8 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
 
   refill();
   try {
-    executor->scatter(in_ptr.data(), head_ptr.data(), stream);
-    executor->gather(head_cptr.data(), back_ptr.data(), stream);
+    executor->scatter(plan.tensors[0].seq_len, in_ptr.data(), head_ptr.data(), stream);
+    executor->gather(plan.tensors[0].seq_len, head_cptr.data(), back_ptr.data(), stream);
     TEST_CUDA(cudaStreamSynchronize(stream));
     tally.check(executor->last_path() == BASP_PATH_NCCL, "the exchange path is the NCCL one");
     verify(layout == BASP_LAYOUT_BSHD ? "BSHD pack -> ncclAlltoAll -> unpack" : "SBHD pack -> ncclAlltoAll -> unpack");
@@ -95,8 +95,8 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   bool enqueued = true;
   try {
-    executor->scatter(in_ptr.data(), head_ptr.data(), stream);
-    executor->gather(head_cptr.data(), back_ptr.data(), stream);
+    executor->scatter(plan.tensors[0].seq_len, in_ptr.data(), head_ptr.data(), stream);
+    executor->gather(plan.tensors[0].seq_len, head_cptr.data(), back_ptr.data(), stream);
   } catch (const basp::detail::Error& e) {
     enqueued = false;
     std::printf("  capture: %s\n", e.what());
@@ -162,7 +162,7 @@ int main() {
     const void* in[3] = {a.data(), a.data(), a.data()};
     void* out[3] = {b.data(), b.data(), b.data()};
     try {
-      executor->scatter(in, out, stream);
+      executor->scatter(make_plan(BASP_LAYOUT_BSHD).tensors[0].seq_len, in, out, stream);
       tally.check(false, "scatter after abort must fail");
     } catch (const basp::detail::Error& e) {
       tally.check(e.status() == BASP_ERROR_NCCL, "scatter after abort: BASP_ERROR_NCCL");

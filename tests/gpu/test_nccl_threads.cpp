@@ -117,18 +117,19 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
     Geometry g;
     g.layout = layout;
     g.b_loc = 2;
-    g.s_loc = desc.seq_len / k;
+    g.seq_len = desc.seq_len;
     g.k = k;
     g.heads = desc.num_heads[t];
+    g.split_heads = g.heads;
     g.head_dim = desc.head_dim;
     g.elem = elem;
     geoms.push_back(g);
   }
   std::vector<DeviceBytes> seq, head, back;
   for (int t = 0; t < 3; ++t) {
-    seq.emplace_back(geoms[t].tensor_bytes());
-    head.emplace_back(geoms[t].tensor_bytes());
-    back.emplace_back(geoms[t].tensor_bytes());
+    seq.emplace_back(geoms[t].seq_tensor_bytes(0));
+    head.emplace_back(geoms[t].seq_tensor_bytes(0));
+    back.emplace_back(geoms[t].seq_tensor_bytes(0));
     seq[t].upload(basp::test::seq_input(kSeed, geoms[t], t, l));
     head[t].fill(kPoison);
     back[t].fill(kPoison);

@@ -35,10 +35,10 @@ void run_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, int6
   std::vector<const void*> in_ptr(n);
   std::vector<void*> out_ptr(n);
   for (int32_t t = 0; t < n; ++t) {
-    host_in[t].resize(static_cast<size_t>(geoms[t].tensor_bytes()));
+    host_in[t].resize(static_cast<size_t>(geoms[t].seq_tensor_bytes(0)));
     basp::test::fill_random(host_in[t], rng);
-    dev_in.emplace_back(geoms[t].tensor_bytes(), shift);
-    dev_out.emplace_back(geoms[t].tensor_bytes(), shift);
+    dev_in.emplace_back(geoms[t].seq_tensor_bytes(0), shift);
+    dev_out.emplace_back(geoms[t].seq_tensor_bytes(0), shift);
     dev_in[t].upload(host_in[t]);
     in_ptr[t] = dev_in[t].data();
     out_ptr[t] = dev_out[t].data();
@@ -76,7 +76,7 @@ void run_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, int6
       std::vector<std::vector<std::byte>> want(n);
       for (int32_t t = 0; t < n; ++t) {
         dev_out[t].fill(kPoison);
-        want[t].assign(static_cast<size_t>(geoms[t].tensor_bytes()), std::byte{kPoison});
+        want[t].assign(static_cast<size_t>(geoms[t].seq_tensor_bytes(0)), std::byte{kPoison});
         if (dir == 2)
           basp::test::ref_scatter_unpack(geoms[t], ws, t, host_wire.data(), want[t].data());
         else

@@ -257,10 +257,11 @@ TEST_CASE("query: arguments checked", "[capi]") {
   bad.magic = 1;
   CHECK(basp_comm_query(w.comm, -1, 4, &bad) == BASP_ERROR_BAD_STRUCT);
   CHECK_THAT(last(), Catch::Contains("info->magic"));
-  if (n > 1) {
-    CHECK(basp_comm_query(w.comm, -1, 4 * n + 1, &info) == BASP_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last(), Catch::Contains("not divisible by group size"));
-  }
+  // Any length is split as tensor_split does: 4n + 1 tokens over n positions, the first one holds one more.
+  REQUIRE(basp_comm_query(w.comm, -1, 4 * n + 1, &info) == BASP_SUCCESS);
+  const int32_t l = info.group_position;
+  CHECK(info.token_begin == 4 * l + (l > 0 ? 1 : 0));
+  CHECK(info.token_end == 4 * (l + 1) + 1);
   std::vector<int32_t> ranks(static_cast<size_t>(n), -1);
   REQUIRE(basp_comm_group_ranks(w.comm, 0, ranks.data(), n) == BASP_SUCCESS);
   for (int i = 0; i < n; ++i) CHECK(ranks[i] == i);
@@ -312,15 +313,34 @@ TEST_CASE("plan creation: bad descriptors are named and create nothing", "[capi]
     CHECK_THAT(last(), Catch::Contains(c.message));
     CHECK(plan == nullptr);
   }
-  if (n > 1) {
-    basp_plan_desc_t bad = qkv(8 * n, 2 * n + 1, n);
-    CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last(), Catch::Contains("num_heads[0] (" + std::to_string(2 * n + 1) +
-                                       ") is not divisible by group size (" + std::to_string(n) + ")"));
-    bad = qkv(8 * n + 1, 2 * n, n);
-    CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last(), Catch::Contains("seq_len (" + std::to_string(8 * n + 1) + ") is not divisible by group size"));
+  // Shapes the group size does not divide are accepted (tensor_split); what stays refused is a KV tensor whose
+  // head count does not divide the query heads it serves, and fields the layout does not use.
+  const Case shape_cases[] = {
+      {"num_heads[1] (3) does not divide its query head count (16)",
+       [](basp_plan_desc_t& x) {
+         x.num_heads[0] = 16;
+         x.num_heads[1] = 3;
+         x.query_heads[1] = 16;
+       },
+       BASP_ERROR_INVALID_ARGUMENT},
+      {"query_heads[2] (-2)", [](basp_plan_desc_t& x) { x.query_heads[2] = -2; }, BASP_ERROR_INVALID_ARGUMENT},
+      {"token_capacity (64) must be 0", [](basp_plan_desc_t& x) { x.token_capacity = 64; },
+       BASP_ERROR_INVALID_ARGUMENT},
+      {"token_capacity (0) must be positive", [](basp_plan_desc_t& x) { x.layout = BASP_LAYOUT_THD; },
+       BASP_ERROR_INVALID_ARGUMENT},
+  };
+  for (const Case& c : shape_cases) {
+    basp_plan_desc_t bad = d;
+    c.edit(bad);
+    plan = reinterpret_cast<basp_plan_t>(0x1);
+    INFO(c.message);
+    CHECK(basp_plan_create(w.comm, &bad, &plan) == c.status);
+    CHECK_THAT(last(), Catch::Contains(c.message));
+    CHECK(plan == nullptr);
   }
+  basp_plan_desc_t uneven = qkv(8 * n + 1, 2 * n + 1, n);
+  REQUIRE(basp_plan_create(w.comm, &uneven, &plan) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 
 // BASP_MPI_TRANSPORT is read by every rank at plan creation (K > 1): a value that is not a path, on any rank, or

@@ -106,13 +106,13 @@ TEST_CASE("plan creation: each field that differs on one rank is named on every 
 TEST_CASE("plan creation: a rank whose own checks fail does not make the others wait", "[mismatch]") {
   World w;
   const std::string passed = "passed";
-  // Not divisible by the group size: the last rank's own error, the others' mismatch.
+  // A KV head count that does not divide its query heads: the last rank's own error, the others' mismatch.
   basp_plan_desc_t d = qkv();
-  if (is_last()) d.num_heads[0] = 2 * g_size + 1;
+  if (is_last()) d.query_heads[1] = d.num_heads[1] * 2 + 1;
   if (g_size > 1) {
     expect_plan_failure(w.comm, d, clause("argument checks", passed, "failed with BASP_ERROR_INVALID_ARGUMENT"),
                         BASP_ERROR_INVALID_ARGUMENT);
-    if (is_last()) CHECK_THAT(last(), Catch::Contains("is not divisible by group size"));
+    if (is_last()) CHECK_THAT(last(), Catch::Contains("does not divide its query head count"));
   }
   // A NULL descriptor, a bad magic, a NULL output handle.
   basp_plan_t plan = reinterpret_cast<basp_plan_t>(0x1);

@@ -78,7 +78,14 @@ TEST_CASE("membership is data: any partition is accepted, broken ones are named"
                       Catch::Contains("num_groups (4) does not divide micro_batch (6)"));
   REQUIRE_THROWS_WITH(basp::plan::resolve_num_groups(8, 6, 0), Catch::Contains("num_groups (0)"));
   auto l = basp::plan::make_layout(8, 2, basp::plan::contiguous_members(8, 2));
-  REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 0, 6),
-                      Catch::Contains("seq_len (6) is not divisible by group size (4)"));
+  // Any length: the tokens follow tensor_split (6 over 4 positions: 2, 2, 1, 1).
+  const int64_t begins[] = {0, 2, 4, 5, 6};
+  for (int32_t r = 0; r < 4; ++r) {
+    CHECK(basp::plan::describe_rank(l, r, 6).token_begin == begins[r]);
+    CHECK(basp::plan::describe_rank(l, r, 6).token_end == begins[r + 1]);
+  }
+  CHECK(basp::plan::describe_rank(l, 3, 3).token_begin == 3);  // S < K: the last position holds no token
+  CHECK(basp::plan::describe_rank(l, 3, 3).token_end == 3);
+  REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 0, -1), Catch::Contains("seq_len (-1)"));
   REQUIRE_THROWS_WITH(basp::plan::describe_rank(l, 8, 8), Catch::Contains("rank (8)"));
 }

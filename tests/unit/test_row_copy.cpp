@@ -57,15 +57,16 @@ TEST_CASE("tiling: every vector of every row of every peer belongs to exactly on
     g.layout = static_cast<int32_t>(pick(0, 1));
     g.k = pick(1, 8);
     g.b_loc = pick(1, 3);
-    g.s_loc = pick(1, 40);
+    g.seq_len = pick(1, 40) * g.k;
     g.heads = g.k * pick(1, 4);
+    g.split_heads = g.heads;
     g.head_dim = pick(1, 300);
     g.elem = int64_t{1} << pick(0, 3);
-    const int32_t v = basp::layout::vec_bytes_for(g.row_bytes(), 0);
+    const int32_t v = basp::layout::vec_bytes_for(g.head_row_bytes(0), 0);
     const basp::layout::RowTiling tl = basp::layout::make_row_tiling(g, v, 0);
     REQUIRE(tl.lanes() <= basp::layout::kMaxLanesPerRow);
     REQUIRE(tl.rows_per_tile * tl.lanes() == basp::layout::kCopyThreads);
-    REQUIRE(tl.vecs_per_row * v == g.row_bytes());
+    REQUIRE(tl.vecs_per_row * v == g.head_row_bytes(0));
     // A lane gets at least kCopyUnroll vectors whenever the row has enough for two lanes.
     if (tl.lane_shift > 0) REQUIRE(tl.vecs_per_row >= tl.lanes() * basp::layout::kCopyUnroll);
     std::vector<int> hits(static_cast<size_t>(tl.row_tasks * tl.vecs_per_row), 0);
@@ -92,7 +93,7 @@ TEST_CASE("packed workspace: aligned, disjoint tensor chunks, one equal block pe
       for (int32_t t = 0; t < n; ++t) {
         REQUIRE(ws.tensor_offset[t] % basp::layout::kWireAlign == 0);
         REQUIRE(ws.tensor_offset[t] >= end);
-        end = ws.tensor_offset[t] + geoms[t].chunk_bytes();
+        end = ws.tensor_offset[t] + geoms[t].chunk_bytes(0, 0);
         REQUIRE(ws.chunk_offset(t, shape.k - 1) == (shape.k - 1) * ws.peer_stride + ws.tensor_offset[t]);
       }
       REQUIRE(end <= ws.peer_stride);
@@ -116,9 +117,9 @@ TEST_CASE("kernel body on the host: every layout, element size and direction, bi
           std::vector<const void*> src_ptr(n);
           std::vector<void*> dst_ptr(n);
           for (int32_t t = 0; t < n; ++t) {
-            src.emplace_back(geoms[t].tensor_bytes(), shift, std::byte{0});
-            dst.emplace_back(geoms[t].tensor_bytes(), shift, std::byte{kPoison});
-            std::vector<std::byte> r(static_cast<size_t>(geoms[t].tensor_bytes()));
+            src.emplace_back(geoms[t].seq_tensor_bytes(0), shift, std::byte{0});
+            dst.emplace_back(geoms[t].seq_tensor_bytes(0), shift, std::byte{kPoison});
+            std::vector<std::byte> r(static_cast<size_t>(geoms[t].seq_tensor_bytes(0)));
             basp::test::fill_random(r, rng);
             std::memcpy(src[t].data, r.data(), r.size());
             src_ptr[t] = src[t].data;
@@ -148,8 +149,8 @@ TEST_CASE("kernel body on the host: every layout, element size and direction, bi
             basp::test::fill_random(r, rng);
             std::memcpy(wire.data, r.data(), r.size());
             for (int32_t t = 0; t < n; ++t) {
-              std::memset(dst[t].data, static_cast<int>(kPoison), static_cast<size_t>(geoms[t].tensor_bytes()));
-              expect[t].assign(static_cast<size_t>(geoms[t].tensor_bytes()), std::byte{kPoison});
+              std::memset(dst[t].data, static_cast<int>(kPoison), static_cast<size_t>(geoms[t].seq_tensor_bytes(0)));
+              expect[t].assign(static_cast<size_t>(geoms[t].seq_tensor_bytes(0)), std::byte{kPoison});
               if (side == TensorSide::kSeq)
                 basp::test::ref_gather_unpack(geoms[t], ws, t, wire.data, expect[t].data());
               else
@@ -182,17 +183,17 @@ TEST_CASE("kernel body on the host: a whole group's scatter then gather, bit-exa
         for (int64_t l = 0; l < k; ++l) {
           for (int32_t t = 0; t < n; ++t) {
             const Geometry& g = geoms[t];
-            std::vector<std::byte> s(static_cast<size_t>(g.tensor_bytes()));
+            std::vector<std::byte> s(static_cast<size_t>(g.seq_tensor_bytes(0)));
             for (int64_t b = 0; b < g.b_loc; ++b)
-              for (int64_t tok = 0; tok < g.s_loc; ++tok)
+              for (int64_t tok = 0; tok < basp::test::s_loc(g); ++tok)
                 for (int64_t h = 0; h < g.heads; ++h)
                   for (int64_t d = 0; d < g.head_dim; ++d)
                     for (int64_t e = 0; e < elem; ++e)
                       s[basp::test::seq_index(g, b, tok, h, d) * elem + e] =
-                          std::byte{pattern_byte(seed, t, b, l * g.s_loc + tok, h, d, e)};
+                          std::byte{pattern_byte(seed, t, b, l * basp::test::s_loc(g) + tok, h, d, e)};
             seq[l].push_back(std::move(s));
-            head[l].emplace_back(static_cast<size_t>(g.tensor_bytes()), std::byte{kPoison});
-            back[l].emplace_back(static_cast<size_t>(g.tensor_bytes()), std::byte{kPoison});
+            head[l].emplace_back(static_cast<size_t>(g.seq_tensor_bytes(0)), std::byte{kPoison});
+            back[l].emplace_back(static_cast<size_t>(g.seq_tensor_bytes(0)), std::byte{kPoison});
           }
         }
         auto exchange = [&](TensorSide from, std::vector<std::vector<std::vector<std::byte>>>& in, TensorSide to,
@@ -221,7 +222,7 @@ TEST_CASE("kernel body on the host: a whole group's scatter then gather, bit-exa
             const Geometry& g = geoms[t];
             const int64_t hk = g.heads / k;
             for (int64_t b = 0; b < g.b_loc; ++b)
-              for (int64_t tok = 0; tok < g.s_loc * k; ++tok)
+              for (int64_t tok = 0; tok < basp::test::s_loc(g) * k; ++tok)
                 for (int64_t h = 0; h < hk; ++h)
                   for (int64_t d = 0; d < g.head_dim; ++d)
                     for (int64_t e = 0; e < elem; ++e)

@@ -106,9 +106,10 @@ PlanControl::~PlanControl() {
   if (sends_pinned_) detail::keep_forever(send_);
 }
 
-void PlanControl::begin(Op op) {
+void PlanControl::begin(Op op, int64_t tokens) {
   ++call_;
   op_ = op;
+  tokens_ = tokens;
   rounds_ = 0;
   channel_.enter();
 }
@@ -161,6 +162,7 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.count = count;
   m.workspace = workspace;
   m.status = status;
+  m.tokens = tokens_;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
   recv_[static_cast<size_t>(me_)] = m;
   for (int32_t i = 1; i < k_; ++i) {
@@ -267,7 +269,7 @@ void PlanControl::check_arrivals() {
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ || m.op != static_cast<int32_t>(op_) ||
-        (m.flags & kFlagFailed)) {
+        m.tokens != tokens_ || (m.flags & kFlagFailed)) {
       report_mismatch();
     }
   }
@@ -281,8 +283,11 @@ void PlanControl::report_mismatch() const {
   }
   bool failed = false;  // some rank's own argument checks failed: that, not the operations, is the story
   for (int32_t j = 0; j < k_; ++j) failed = failed || (recv_[static_cast<size_t>(j)].flags & kFlagFailed);
+  bool tokens_differ = false;  // a THD exchange whose ranks passed different token counts
+  for (int32_t j = 0; j < k_; ++j) tokens_differ = tokens_differ || recv_[static_cast<size_t>(j)].tokens != tokens_;
   auto describe = [&](const ControlMessage& m) {
     std::string out = op_name(m.op);
+    if (tokens_differ) out += " of " + std::to_string(m.tokens) + " tokens";
     if (!same_exchange) out += " of plan #" + std::to_string(m.plan) + " (exchange #" + std::to_string(m.call) + ")";
     if (m.flags & kFlagFailed)
       out += " whose argument checks failed with " + std::string(detail::status_name(m.status));

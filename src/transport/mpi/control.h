@@ -54,6 +54,7 @@ struct ControlMessage {
   uint64_t workspace = 0;                       // the sender's packed workspace, where its path has one (round 1)
   int32_t status = 0;                           // with kFlagFailed: the status of the sender's failed checks
   int32_t reserved = 0;
+  int64_t tokens = -1;  // the tokens of the exchange (THD: T of the call)
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
@@ -106,8 +107,9 @@ class PlanControl {
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
 
-  // Around every exchange. rollback() before end(): the exchange did not happen (a mismatch).
-  void begin(Op op);
+  // Around every exchange of `tokens` tokens per sequence (THD: of the stream; part of what must match).
+  // rollback() before end(): the exchange did not happen (a mismatch).
+  void begin(Op op, int64_t tokens);
   void rollback();
   void end();
 
@@ -148,6 +150,7 @@ class PlanControl {
   const int32_t me_;
   int64_t call_ = -1;
   Op op_ = Op::kScatter;
+  int64_t tokens_ = -1;
   int32_t rounds_ = 0;
   Round round_ = kArrive;
   std::shared_ptr<ControlMessage> send_;  // shared: kept forever when a send could not be taken back

@@ -20,6 +20,7 @@
 
 #include "basp/basp.h"
 #include "common/deadline.h"
+#include "layout/host_copy.h"
 #include "plan/exchange.h"
 #include "transport/mpi/control.h"
 #include "transport/mpi/shared_memory.h"
@@ -29,13 +30,16 @@ namespace basp::transport::mpi {
 // One scatter or gather as the executor hands it to the path.
 struct Exchange {
   Op op;
+  int64_t tokens;                // tokens per sequence of this call (THD: of the stream)
+  const layout::Geometry* geom;  // per tensor, at `tokens`
   const void* const* inputs;
   void* const* outputs;
   const detail::Deadline& deadline;
 
   bool scatter() const { return op == Op::kScatter; }
-  // The head-sharded side of tensor t: the scatter's output, the gather's input.
+  // The head-sharded side of tensor t: the scatter's output, the gather's input; and the sequence-sharded side.
   const void* head(int32_t t) const { return scatter() ? outputs[t] : inputs[t]; }
+  const void* seq(int32_t t) const { return scatter() ? inputs[t] : outputs[t]; }
 };
 
 // What the paths of one plan share.
@@ -71,7 +75,7 @@ class SharedPath {
 
  private:
   PathContext c_;
-  std::vector<std::byte*> heads_;  // per position: its head-sharded tensor, mapped here
+  std::vector<layout::RowPlace> places_;  // per position: its head-sharded tensor, mapped here
 };
 
 // The addresses every path publishes in round 1: inputs, then outputs; 2 * num_tensors of them.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -50,17 +51,21 @@ class MpiExecutor final : public PlanExecutor {
   const PathContext& path_context() const { return context_; }
   void set_path(std::unique_ptr<ExchangePath> path) { path_ = std::move(path); }
 
-  void scatter(const void* const* inputs, void* const* outputs, void*) override { run(Op::kScatter, inputs, outputs); }
-  void gather(const void* const* inputs, void* const* outputs, void*) override { run(Op::kGather, inputs, outputs); }
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
+    run(Op::kScatter, tokens, inputs, outputs);
+  }
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
+    run(Op::kGather, tokens, inputs, outputs);
+  }
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
   basp_path_t plan_path() const override { return path_->id(); }
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
 
-  [[noreturn]] void fail(bool scatter, const std::exception_ptr& own) override {
+  [[noreturn]] void fail(bool scatter, int64_t tokens, const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(scatter ? Op::kScatter : Op::kGather);
+    control_.begin(scatter ? Op::kScatter : Op::kGather, tokens);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
@@ -78,10 +83,11 @@ class MpiExecutor final : public PlanExecutor {
   }
 
  private:
-  void run(Op op, const void* const* inputs, void* const* outputs) {
+  void run(Op op, int64_t tokens, const void* const* inputs, void* const* outputs) {
     const detail::Deadline deadline(timeout_ms_);
-    const Exchange x{op, inputs, outputs, deadline};
-    control_.begin(op);
+    for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);
+    const Exchange x{op, tokens, geom_.data(), inputs, outputs, deadline};
+    control_.begin(op, tokens);
     try {
       last_path_.store(path_->run(x), std::memory_order_relaxed);
     } catch (const detail::Error& e) {
@@ -99,6 +105,7 @@ class MpiExecutor final : public PlanExecutor {
   }
 
   plan::ExchangePlan plan_;
+  std::array<layout::Geometry, BASP_MAX_TENSORS> geom_;  // the current call's
   PlanControl control_;
   PathContext context_;
   int64_t timeout_ms_;
@@ -112,7 +119,11 @@ class MpiExecutor final : public PlanExecutor {
 bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
                const detail::Deadline& deadline, std::vector<pid_t>& pids) {
   int64_t min_row = INT64_MAX;
-  for (const auto& g : plan.tensors) min_row = std::min(min_row, g.row_bytes());
+  for (const auto& g : plan.tensors) {
+    for (int32_t j = 0; j < g.k; ++j) {
+      if (g.heads_of(j) > 0) min_row = std::min(min_row, g.head_row_bytes(j));
+    }
+  }
   if (!forced && min_row < kCmaMinRowBytes) return false;
   // Can every rank read every other rank's memory? Probe a known value through each peer.
   const int k = plan.group_size;

@@ -35,11 +35,8 @@ struct FreeDeleter {
 class CmaPath final : public ExchangePath {
  public:
   CmaPath(const PathContext& context, std::vector<pid_t> pids)
-      : c_(context),
-        pids_(std::move(pids)),
-        shared_(context),
-        wire_(static_cast<size_t>(context.plan->group_size), nullptr) {
-    const int64_t bytes = std::max<int64_t>(64, (c_.plan->bytes_sent + 63) / 64 * 64);
+      : c_(context), pids_(std::move(pids)), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
+    const int64_t bytes = std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position));
     workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
     if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
     std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now
@@ -52,7 +49,7 @@ class CmaPath final : public ExchangePath {
   }
 
   basp_path_t id() const override { return BASP_PATH_CMA; }
-  int64_t workspace_bytes() const override { return c_.plan->bytes_sent; }
+  int64_t workspace_bytes() const override { return c_.plan->workspace_bytes(c_.plan->position); }
 
   basp_path_t run(const Exchange& x) override {
     const int32_t n = c_.plan->num_tensors();
@@ -75,7 +72,7 @@ class CmaPath final : public ExchangePath {
       } else if (x.scatter()) {
         read_chunks(x);
       } else {
-        read_blocks();
+        read_blocks(x);
         unpack(x);
       }
     } catch (...) {
@@ -95,37 +92,31 @@ class CmaPath final : public ExchangePath {
   }
 
  private:
-  // Offset, in the workspace of the rank at position `owner`, of tensor t's chunk for position `peer`: the same
-  // arithmetic on every rank (ExchangePlan::workspace_offset, seen from the owner).
-  int64_t chunk_offset(int32_t t, int32_t owner, int32_t peer) const {
-    const int32_t slot = peer < owner ? peer : peer - 1;
-    return c_.plan->tensor_workspace_offset[static_cast<size_t>(t)] + slot * c_.plan->tensors[t].chunk_bytes();
-  }
+  static bool streaming(const layout::Geometry& g) { return g.head_tensor_bytes(g.me) >= kStreamingMinBytes; }
 
-  // Where tensor t's chunk of each peer lies in this rank's workspace (none for the rank itself).
-  std::byte* const* own_chunks(int32_t t) {
+  // Tensor t's chunk for position j in this rank's workspace.
+  std::byte* own_chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    for (int32_t j = 0; j < p.group_size; ++j) {
-      wire_[static_cast<size_t>(j)] = j == p.position ? nullptr : workspace_.get() + chunk_offset(t, p.position, j);
-    }
-    return wire_.data();
+    return workspace_.get() + p.workspace_offset(p.position, t, j, x.tokens);
   }
 
   // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.
   void pack(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      std::byte* const* wire = own_chunks(t);
-      layout::pack_seq_rows_group(g, static_cast<const std::byte*>(x.inputs[t]), wire,
-                                  static_cast<std::byte*>(x.outputs[t]), p.position,
-                                  g.tensor_bytes() >= kStreamingMinBytes);
+      for (int32_t j = 0; j < p.group_size; ++j) {
+        places_[static_cast<size_t>(j)] = j == p.position
+                                              ? layout::RowPlace{static_cast<std::byte*>(x.outputs[t]), true}
+                                              : layout::RowPlace{own_chunk(x, t, j), false};
+      }
+      layout::scatter_rows(x.geom[t], static_cast<const std::byte*>(x.inputs[t]), places_.data(), streaming(x.geom[t]));
     }
   }
 
   // One read from peer j: `blocks` ranges of `bytes` bytes each, from remote(b) into local(b).
   template <typename Local, typename Remote>
   void read_peer(int32_t j, int64_t blocks, int64_t bytes, Local local, Remote remote) {
+    if (blocks == 0 || bytes == 0) return;
     channel_.begin(pids_[static_cast<size_t>(j)], j, /*write=*/false);
     for (int64_t b = 0; b < blocks; ++b) channel_.add(local(b), remote(b), static_cast<size_t>(bytes));
     channel_.flush();
@@ -137,34 +128,37 @@ class CmaPath final : public ExchangePath {
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      const int64_t block = g.block_rows() * g.row_bytes();
+      const layout::Geometry& g = x.geom[t];
+      const int64_t rb = g.head_row_bytes(me);
       auto* out = static_cast<std::byte*>(x.outputs[t]);
       for (int32_t i = 1; i < k; ++i) {
         const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
-        const uintptr_t remote = c_.control->peer(j).workspace + chunk_offset(t, j, me);
+        const int64_t block = g.block_rows(j) * rb;
+        const uintptr_t remote = c_.control->peer(j).workspace + p.workspace_offset(j, t, me, x.tokens);
         read_peer(
-            j, g.num_blocks(), block, [&](int64_t b) { return out + g.head_row_offset(b * g.block_rows(), j); },
+            j, g.num_blocks(), block,
+            [&](int64_t b) { return out + (g.block_start_row(j) + b * g.block_stride_rows()) * rb; },
             [&](int64_t b) { return remote + b * block; });
       }
     }
   }
 
   // gather: this rank's rows out of every peer's head-sharded input (its blocks) into this rank's workspace.
-  void read_blocks() {
+  void read_blocks(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      const int64_t block = g.block_rows() * g.row_bytes();
+      const layout::Geometry& g = x.geom[t];
       for (int32_t i = 1; i < k; ++i) {
         const int32_t j = (me + i) % k;
+        const int64_t rb = g.head_row_bytes(j);
+        const int64_t block = g.block_rows(me) * rb;
         const auto remote = static_cast<uintptr_t>(c_.control->peer(j).address[t]);  // j's head-sharded input
-        std::byte* chunk = workspace_.get() + chunk_offset(t, me, j);
+        std::byte* chunk = own_chunk(x, t, j);
         read_peer(
             j, g.num_blocks(), block, [&](int64_t b) { return chunk + b * block; },
-            [&](int64_t b) { return remote + g.head_row_offset(b * g.block_rows(), me); });
+            [&](int64_t b) { return remote + (g.block_start_row(me) + b * g.block_stride_rows()) * rb; });
       }
     }
   }
@@ -173,11 +167,13 @@ class CmaPath final : public ExchangePath {
   void unpack(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      std::byte* const* wire = own_chunks(t);
-      layout::unpack_seq_rows_group(g, wire, static_cast<const std::byte*>(x.inputs[t]),
-                                    static_cast<std::byte*>(x.outputs[t]), p.position,
-                                    g.tensor_bytes() >= kStreamingMinBytes);
+      for (int32_t j = 0; j < p.group_size; ++j) {
+        places_[static_cast<size_t>(j)] =
+            j == p.position ? layout::RowPlace{static_cast<std::byte*>(const_cast<void*>(x.inputs[t])), true}
+                            : layout::RowPlace{own_chunk(x, t, j), false};
+      }
+      layout::gather_rows(x.geom[t], places_.data(), static_cast<std::byte*>(x.outputs[t]), p.spec.dtype,
+                          streaming(x.geom[t]));
     }
   }
 
@@ -186,7 +182,7 @@ class CmaPath final : public ExchangePath {
   SharedPath shared_;
   CmaChannel channel_;
   std::unique_ptr<std::byte, FreeDeleter> workspace_;  // the peers' chunks, in ExchangePlan's workspace order
-  std::vector<std::byte*> wire_;                       // scratch: one chunk pointer per position
+  std::vector<layout::RowPlace> places_;               // scratch: one place per position
   bool peers_may_read_ = false;                        // a timeout left a peer that may still read the workspace
 };
 

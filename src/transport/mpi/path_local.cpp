@@ -20,7 +20,8 @@ class LocalPath final : public ExchangePath {
     const plan::ExchangePlan& p = *c_.plan;
     bool streamed = false;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const auto bytes = static_cast<size_t>(p.tensors[t].tensor_bytes());
+      const auto bytes = static_cast<size_t>(x.geom[t].seq_tensor_bytes(0));
+      if (bytes == 0) continue;
       const auto* in = static_cast<const std::byte*>(x.inputs[t]);
       auto* out = static_cast<std::byte*>(x.outputs[t]);
       if (bytes >= kStreamingMinBytes) {

@@ -3,9 +3,11 @@
 // complete together, Q, K and V in one exchange. Packed at most once per direction (layout/geometry.h):
 //   scatter: rows for peer j are strided on the send side and contiguous blocks on the receive side, so the sender
 //            packs each peer's chunk into the workspace (packing the next peer overlaps the transfer of this one)
-//            and the receiver receives straight into its output through a vector datatype;
-//   gather:  the mirror image: sent straight from the input through the same datatype, landed in the workspace
-//            and unpacked as each chunk arrives.
+//            and the receiver receives straight into its output (a vector datatype for BSHD with several
+//            sequences, plain rows otherwise);
+//   gather:  the mirror image: sent straight from the input, landed in the workspace and unpacked as each chunk
+//            arrives; a tensor with replicated heads is unpacked once every chunk is in, summing those heads.
+// A chunk of no bytes (a peer without heads or tokens) is not sent at all: both sides know its size.
 // The data receives are posted before the control round, the sends after it: a mismatched exchange sends nothing,
 // and its receives, which nothing matched, are cancelled.
 #include <climits>
@@ -34,35 +36,51 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+OwnedType contiguous_type(int64_t bytes) {
+  if (bytes == 0) return OwnedType();
+  MPI_Datatype row = MPI_DATATYPE_NULL;
+  BASP_MPI_CHECK(MPI_Type_contiguous(to_int(bytes, "row bytes"), MPI_BYTE, &row));
+  OwnedType owned(row);
+  BASP_MPI_CHECK(MPI_Type_commit(&row));
+  return owned;
+}
+
 class P2pPath final : public ExchangePath {
  public:
   P2pPath(const PathContext& context, MPI_Comm group) : c_(context), comm_(dup_with_errors_return(group)) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t n = p.num_tensors();
+    const int32_t k = p.group_size;
+    types_.resize(static_cast<size_t>(n));
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = p.tensors[t];
-      MPI_Datatype row = MPI_DATATYPE_NULL;
-      BASP_MPI_CHECK(MPI_Type_contiguous(to_int(g.row_bytes(), "row bytes"), MPI_BYTE, &row));
-      OwnedType row_owned(row);
-      BASP_MPI_CHECK(MPI_Type_commit(&row));
-      MPI_Datatype block = MPI_DATATYPE_NULL;
-      BASP_MPI_CHECK(MPI_Type_vector(to_int(g.num_blocks(), "blocks"), to_int(g.block_rows(), "block rows"),
-                                     to_int(g.block_stride_rows(), "block stride"), row, &block));
-      OwnedType block_owned(block);
-      BASP_MPI_CHECK(MPI_Type_commit(&block));
-      row_counts_.push_back(to_int(g.rows(), "rows per chunk"));
-      row_types_.push_back(std::move(row_owned));
-      head_types_.push_back(std::move(block_owned));
+      Types& ty = types_[static_cast<size_t>(t)];
+      ty.head_row = contiguous_type(g.head_row_bytes(g.me));
+      for (int32_t j = 0; j < k; ++j) {
+        ty.seq_row.push_back(contiguous_type(g.head_row_bytes(j)));
+        // A head-side block per sequence (BSHD with several sequences; the sequence length is then fixed).
+        OwnedType block;
+        if (g.num_blocks() > 1 && ty.head_row.get() != MPI_DATATYPE_NULL && g.tok_count(j) > 0) {
+          MPI_Datatype v = MPI_DATATYPE_NULL;
+          BASP_MPI_CHECK(MPI_Type_vector(to_int(g.num_blocks(), "blocks"), to_int(g.block_rows(j), "block rows"),
+                                         to_int(g.block_stride_rows(), "block stride"), ty.head_row.get(), &v));
+          block = OwnedType(v);
+          BASP_MPI_CHECK(MPI_Type_commit(&v));
+        }
+        ty.head_block.push_back(std::move(block));
+      }
     }
-    const auto k = static_cast<size_t>(p.group_size);
-    requests_.assign(2 * static_cast<size_t>(n) * (k - 1), MPI_REQUEST_NULL);
-    request_peer_.assign(requests_.size(), -1);
-    if (p.bytes_sent > 0) {
-      const auto bytes = static_cast<size_t>((p.bytes_sent + 63) / 64 * 64);
-      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+    const auto slots = 2 * static_cast<size_t>(n) * static_cast<size_t>(k - 1);
+    requests_.assign(slots, MPI_REQUEST_NULL);
+    request_peer_.assign(slots, -1);
+    request_tensor_.assign(slots, -1);
+    const int64_t bytes = p.workspace_bytes(p.position);
+    if (bytes > 0) {
+      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
       if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
-      std::memset(workspace_.get(), 0, bytes);  // fault the pages in now, not in the first execute
+      std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now, not in the first execute
     }
+    places_.resize(static_cast<size_t>(k));
   }
 
   ~P2pPath() override {
@@ -72,7 +90,7 @@ class P2pPath final : public ExchangePath {
   }
 
   basp_path_t id() const override { return BASP_PATH_P2P; }
-  int64_t workspace_bytes() const override { return c_.plan->bytes_sent; }
+  int64_t workspace_bytes() const override { return c_.plan->workspace_bytes(c_.plan->position); }
 
   basp_path_t run(const Exchange& x) override {
     nreq_ = 0;
@@ -90,38 +108,76 @@ class P2pPath final : public ExchangePath {
   }
 
  private:
+  struct Types {
+    OwnedType head_row;                 // one row of this rank's head-sharded tensor
+    std::vector<OwnedType> seq_row;     // per position j: the heads of j of one sequence-side row
+    std::vector<OwnedType> head_block;  // per position j: j's rows in this rank's head-sharded tensor (BSHD, b > 1)
+  };
+
+  std::byte* chunk(const Exchange& x, int32_t t, int32_t j) const {
+    const plan::ExchangePlan& p = *c_.plan;
+    return workspace_.get() + p.workspace_offset(p.position, t, j, x.tokens);
+  }
+
+  // Posts the message of position j's rows in this rank's head-sharded tensor t: a receive (scatter) or a send
+  // (gather). Nothing when they hold no bytes.
+  void post_head_side(const Exchange& x, int32_t t, int32_t j, int tag, bool send) {
+    const layout::Geometry& g = x.geom[t];
+    if (g.seq_rows(j) == 0 || g.head_row_bytes(g.me) == 0) return;
+    const Types& ty = types_[static_cast<size_t>(t)];
+    const int64_t offset = g.block_start_row(j) * g.head_row_bytes(g.me);
+    const bool block = ty.head_block[static_cast<size_t>(j)].get() != MPI_DATATYPE_NULL;
+    const int count = block ? 1 : to_int(g.seq_rows(j), "rows per chunk");
+    const MPI_Datatype type = block ? ty.head_block[static_cast<size_t>(j)].get() : ty.head_row.get();
+    request_peer_[nreq_] = j;
+    request_tensor_[nreq_] = t;
+    if (send) {
+      const auto* in = static_cast<const std::byte*>(x.inputs[t]) + offset;
+      BASP_MPI_CHECK(MPI_Isend(in, count, type, j, tag, comm_.get(), &requests_[nreq_]));
+    } else {
+      auto* out = static_cast<std::byte*>(x.outputs[t]) + offset;
+      BASP_MPI_CHECK(MPI_Irecv(out, count, type, j, tag, comm_.get(), &requests_[nreq_]));
+    }
+    ++nreq_;
+  }
+
+  // Posts the message of this rank's sequence-side rows for position j, packed in the workspace.
+  void post_seq_side(const Exchange& x, int32_t t, int32_t j, int tag, bool send) {
+    const layout::Geometry& g = x.geom[t];
+    if (g.seq_rows(g.me) == 0 || g.head_row_bytes(j) == 0) return;
+    const int count = to_int(g.seq_rows(g.me), "rows per chunk");
+    const MPI_Datatype type = types_[static_cast<size_t>(t)].seq_row[static_cast<size_t>(j)].get();
+    request_peer_[nreq_] = j;
+    request_tensor_[nreq_] = t;
+    if (send) {
+      BASP_MPI_CHECK(MPI_Isend(chunk(x, t, j), count, type, j, tag, comm_.get(), &requests_[nreq_]));
+    } else {
+      BASP_MPI_CHECK(MPI_Irecv(chunk(x, t, j), count, type, j, tag, comm_.get(), &requests_[nreq_]));
+    }
+    ++nreq_;
+  }
+
   void scatter(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     const int32_t n = p.num_tensors();
-    MPI_Comm comm = comm_.get();
     // Receives first, from the peers in the order they will send to us.
     for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me - i + k) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        auto* out = static_cast<std::byte*>(x.outputs[t]) + p.tensors[t].head_row_offset(0, j);
-        request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(MPI_Irecv(out, 1, head_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq_]));
-        ++nreq_;
-      }
+      for (int32_t t = 0; t < n; ++t) post_head_side(x, t, (me - i + k) % k, kScatterTagBase + t, /*send=*/false);
     }
     c_.control->arrive(nullptr, 0, 0, x.deadline, "the arrival of the group's ranks at basp_scatter (p2p path)");
     // Pack each peer's chunk and send it at once, so packing the next overlaps the transfer of this one.
     for (int32_t i = 1; i < k; ++i) {
       const int32_t j = (me + i) % k;
       for (int32_t t = 0; t < n; ++t) {
-        std::byte* chunk = workspace_.get() + p.workspace_offset(t, j);
-        layout::pack_seq_rows(p.tensors[t], static_cast<const std::byte*>(x.inputs[t]), chunk, j);
-        request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(
-            MPI_Isend(chunk, row_counts_[t], row_types_[t].get(), j, kScatterTagBase + t, comm, &requests_[nreq_]));
-        ++nreq_;
+        layout::seq_to_place(x.geom[t], static_cast<const std::byte*>(x.inputs[t]), {chunk(x, t, j), false}, j);
+        post_seq_side(x, t, j, kScatterTagBase + t, /*send=*/true);
       }
     }
     for (int32_t t = 0; t < n; ++t) {
-      layout::copy_seq_to_head(p.tensors[t], static_cast<const std::byte*>(x.inputs[t]),
-                               static_cast<std::byte*>(x.outputs[t]), me);
+      layout::seq_to_place(x.geom[t], static_cast<const std::byte*>(x.inputs[t]),
+                           {static_cast<std::byte*>(x.outputs[t]), true}, me);
     }
     wait_all(requests_.data(), static_cast<int>(nreq_), Requests::kPointToPoint, x.deadline,
              "the point-to-point exchange of basp_scatter", label());
@@ -132,42 +188,39 @@ class P2pPath final : public ExchangePath {
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     const int32_t n = p.num_tensors();
-    MPI_Comm comm = comm_.get();
-    const size_t nrecv = static_cast<size_t>(n * (k - 1));
     for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me - i + k) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        std::byte* chunk = workspace_.get() + p.workspace_offset(t, j);
-        request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(
-            MPI_Irecv(chunk, row_counts_[t], row_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq_]));
-        ++nreq_;
-      }
+      for (int32_t t = 0; t < n; ++t) post_seq_side(x, t, (me - i + k) % k, kGatherTagBase + t, /*send=*/false);
     }
+    const size_t nrecv = nreq_;
     c_.control->arrive(nullptr, 0, 0, x.deadline, "the arrival of the group's ranks at basp_gather (p2p path)");
     for (int32_t i = 1; i < k; ++i) {
-      const int32_t j = (me + i) % k;
-      for (int32_t t = 0; t < n; ++t) {
-        const auto* in = static_cast<const std::byte*>(x.inputs[t]) + p.tensors[t].head_row_offset(0, j);
-        request_peer_[nreq_] = j;
-        BASP_MPI_CHECK(MPI_Isend(in, 1, head_types_[t].get(), j, kGatherTagBase + t, comm, &requests_[nreq_]));
-        ++nreq_;
-      }
+      for (int32_t t = 0; t < n; ++t) post_head_side(x, t, (me + i) % k, kGatherTagBase + t, /*send=*/true);
     }
+    // Tensors without replicated heads: the own slice now, each chunk as soon as it lands.
     for (int32_t t = 0; t < n; ++t) {
-      layout::copy_head_to_seq(p.tensors[t], static_cast<const std::byte*>(x.inputs[t]),
-                               static_cast<std::byte*>(x.outputs[t]), me);
+      if (x.geom[t].replicated()) continue;
+      layout::place_to_seq(x.geom[t], {static_cast<std::byte*>(const_cast<void*>(x.inputs[t])), true},
+                           static_cast<std::byte*>(x.outputs[t]), me);
     }
-    // Unpack each chunk as soon as it lands.
     for (size_t done = 0; done < nrecv; ++done) {
       const int index = wait_any(requests_.data(), static_cast<int>(nrecv), Requests::kPointToPoint, x.deadline,
                                  "the point-to-point exchange of basp_gather", label());
       if (index == MPI_UNDEFINED) break;
-      const int32_t i = index / n + 1;
-      const int32_t t = index % n;
-      const int32_t j = (me - i + k) % k;
-      layout::unpack_seq_rows(p.tensors[t], workspace_.get() + p.workspace_offset(t, j),
-                              static_cast<std::byte*>(x.outputs[t]), j);
+      const int32_t j = request_peer_[static_cast<size_t>(index)];
+      const int32_t t = request_tensor_[static_cast<size_t>(index)];
+      if (x.geom[t].replicated()) continue;
+      layout::place_to_seq(x.geom[t], {chunk(x, t, j), false}, static_cast<std::byte*>(x.outputs[t]), j);
+    }
+    // Tensors with replicated heads: every contribution is in, summed in ascending position.
+    for (int32_t t = 0; t < n; ++t) {
+      const layout::Geometry& g = x.geom[t];
+      if (!g.replicated()) continue;
+      for (int32_t j = 0; j < k; ++j) {
+        places_[static_cast<size_t>(j)] =
+            j == me ? layout::RowPlace{static_cast<std::byte*>(const_cast<void*>(x.inputs[t])), true}
+                    : layout::RowPlace{g.heads_of(j) > 0 ? chunk(x, t, j) : nullptr, false};
+      }
+      layout::gather_rows(g, places_.data(), static_cast<std::byte*>(x.outputs[t]), p.spec.dtype, false);
     }
     wait_all(requests_.data(), static_cast<int>(nreq_), Requests::kPointToPoint, x.deadline,
              "the point-to-point exchange of basp_gather", label());
@@ -182,14 +235,14 @@ class P2pPath final : public ExchangePath {
   }
 
   PathContext c_;
-  OwnedComm comm_;                     // the plan's own: its data tags never meet another plan's
-  std::vector<OwnedType> row_types_;   // one row of tensor t, contiguous bytes
-  std::vector<OwnedType> head_types_;  // one peer's rows of tensor t in the head-sharded tensor
-  std::vector<int> row_counts_;
+  OwnedComm comm_;  // the plan's own: its data tags never meet another plan's
+  std::vector<Types> types_;
   std::unique_ptr<std::byte, FreeDeleter> workspace_;
   bool workspace_pinned_ = false;
   std::vector<MPI_Request> requests_;
-  std::vector<int32_t> request_peer_;  // the peer of each request, for timeout messages
+  std::vector<int32_t> request_peer_;    // the peer of each request, for timeout messages
+  std::vector<int32_t> request_tensor_;  // the tensor of each request
+  std::vector<layout::RowPlace> places_;
   size_t nreq_ = 0;
 };
 

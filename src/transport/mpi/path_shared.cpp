@@ -22,15 +22,14 @@ int32_t tensor_addresses(const Exchange& x, int32_t num_tensors, uint64_t* out) 
 }
 
 SharedPath::SharedPath(const PathContext& context)
-    : c_(context), heads_(static_cast<size_t>(context.plan->group_size), nullptr) {}
+    : c_(context), places_(static_cast<size_t>(context.plan->group_size)) {}
 
 bool SharedPath::mine_usable(const Exchange& x) const {
   const plan::ExchangePlan& p = *c_.plan;
   for (int32_t t = 0; t < p.num_tensors(); ++t) {
-    const auto address = reinterpret_cast<uint64_t>(x.head(t));
-    if (c_.memory->translate(p.position, address, static_cast<uint64_t>(p.tensors[t].tensor_bytes())) == nullptr) {
-      return false;
-    }
+    const auto bytes = static_cast<uint64_t>(x.geom[t].head_tensor_bytes(p.position));
+    if (bytes == 0) continue;
+    if (c_.memory->translate(p.position, reinterpret_cast<uint64_t>(x.head(t)), bytes) == nullptr) return false;
   }
   return true;
 }
@@ -42,8 +41,9 @@ bool SharedPath::usable(const Exchange& x) {
   for (int32_t j = 0; j < p.group_size; ++j) {
     const ControlMessage& m = c_.control->peer(j);
     for (int32_t t = 0; t < n; ++t) {
-      const uint64_t head = m.address[x.scatter() ? n + t : t];
-      if (c_.memory->translate(j, head, static_cast<uint64_t>(p.tensors[t].tensor_bytes())) == nullptr) return false;
+      const auto bytes = static_cast<uint64_t>(x.geom[t].head_tensor_bytes(j));
+      if (bytes == 0) continue;
+      if (c_.memory->translate(j, m.address[x.scatter() ? n + t : t], bytes) == nullptr) return false;
     }
   }
   return true;
@@ -53,18 +53,20 @@ void SharedPath::copy(const Exchange& x) {
   const plan::ExchangePlan& p = *c_.plan;
   const int32_t n = p.num_tensors();
   for (int32_t t = 0; t < n; ++t) {
-    const layout::Geometry& g = p.tensors[t];
+    const layout::Geometry& g = x.geom[t];
     for (int32_t j = 0; j < p.group_size; ++j) {
-      heads_[static_cast<size_t>(j)] =
-          j == p.position ? static_cast<std::byte*>(const_cast<void*>(x.head(t)))
-                          : c_.memory->translate(j, c_.control->peer(j).address[x.scatter() ? n + t : t],
-                                                 static_cast<uint64_t>(g.tensor_bytes()));
+      const auto bytes = static_cast<uint64_t>(g.head_tensor_bytes(j));
+      std::byte* head = j == p.position ? static_cast<std::byte*>(const_cast<void*>(x.head(t)))
+                        : bytes == 0
+                            ? nullptr
+                            : c_.memory->translate(j, c_.control->peer(j).address[x.scatter() ? n + t : t], bytes);
+      places_[static_cast<size_t>(j)] = {head, true};
     }
-    const bool streaming = g.tensor_bytes() >= kStreamingMinBytes;
+    const bool streaming = g.head_tensor_bytes(p.position) >= kStreamingMinBytes;
     if (x.scatter()) {
-      layout::scatter_rows_group(g, static_cast<const std::byte*>(x.inputs[t]), heads_.data(), p.position, streaming);
+      layout::scatter_rows(g, static_cast<const std::byte*>(x.inputs[t]), places_.data(), streaming);
     } else {
-      layout::gather_rows_group(g, heads_.data(), static_cast<std::byte*>(x.outputs[t]), p.position, streaming);
+      layout::gather_rows(g, places_.data(), static_cast<std::byte*>(x.outputs[t]), p.spec.dtype, streaming);
     }
   }
 }

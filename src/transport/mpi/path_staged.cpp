@@ -28,16 +28,12 @@ constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared path
 class StagedPath final : public ExchangePath {
  public:
   explicit StagedPath(const PathContext& context)
-      : c_(context), shared_(context), wire_(static_cast<size_t>(context.plan->group_size), nullptr) {}
+      : c_(context), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {}
 
   // Collective: the regions; false (on every rank alike) when some rank cannot map another's.
   bool set_up(const CollectiveScope& group, const detail::Deadline& deadline) {
     const plan::ExchangePlan& p = *c_.plan;
-    int64_t bytes = 0;
-    for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      offset_.push_back(bytes);
-      bytes += (p.tensors[t].tensor_bytes() + 63) / 64 * 64;
-    }
+    const int64_t bytes = p.region_bytes(p.position);
     bool shared = false;
     void* mine = staging_.allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared,
                                    deadline, "basp_plan_create");
@@ -87,22 +83,28 @@ class StagedPath final : public ExchangePath {
   }
 
  private:
+  static bool streaming(const layout::Geometry& g) { return g.head_tensor_bytes(g.me) >= kStreamingMinBytes; }
+
+  // Tensor t's chunk for position j in the region of position `owner`.
+  std::byte* chunk(const Exchange& x, int32_t owner, int32_t t, int32_t j) const {
+    return base_[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.tokens, x.scatter());
+  }
+
   void fill_region(const Exchange& x) {
     const plan::ExchangePlan& p = *c_.plan;
-    std::byte* mine = base_[static_cast<size_t>(p.position)];
+    const int32_t me = p.position;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      std::byte* region = mine + offset_[static_cast<size_t>(t)];
+      const layout::Geometry& g = x.geom[t];
       const auto* in = static_cast<const std::byte*>(x.inputs[t]);
       if (x.scatter()) {
-        for (int32_t j = 0; j < p.group_size; ++j) wire_[static_cast<size_t>(j)] = region + j * g.chunk_bytes();
-        layout::pack_seq_rows_group(g, in, wire_.data(), static_cast<std::byte*>(x.outputs[t]), p.position,
-                                    g.tensor_bytes() >= kStreamingMinBytes);
+        for (int32_t j = 0; j < p.group_size; ++j) {
+          places_[static_cast<size_t>(j)] = j == me ? layout::RowPlace{static_cast<std::byte*>(x.outputs[t]), true}
+                                                    : layout::RowPlace{chunk(x, me, t, j), false};
+        }
+        layout::scatter_rows(g, in, places_.data(), streaming(g));
       } else {
         for (int32_t j = 0; j < p.group_size; ++j) {
-          if (j != p.position) {
-            layout::pack_head_rows(g, in, region + j * g.chunk_bytes(), j, g.tensor_bytes() >= kStreamingMinBytes);
-          }
+          if (j != me) layout::pack_head_rows(g, in, chunk(x, me, t, j), j, streaming(g));
         }
       }
     }
@@ -113,31 +115,30 @@ class StagedPath final : public ExchangePath {
     const int32_t k = p.group_size;
     const int32_t me = p.position;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
-      const layout::Geometry& g = p.tensors[t];
-      for (int32_t j = 0; j < k; ++j) {
-        wire_[static_cast<size_t>(j)] =
-            base_[static_cast<size_t>(j)] + offset_[static_cast<size_t>(t)] + me * g.chunk_bytes();
-      }
+      const layout::Geometry& g = x.geom[t];
       auto* out = static_cast<std::byte*>(x.outputs[t]);
       if (x.scatter()) {
         for (int32_t i = 1; i < k; ++i) {
           const int32_t j = (me + i) % k;
-          layout::unpack_head_rows(g, wire_[static_cast<size_t>(j)], out, j, g.tensor_bytes() >= kStreamingMinBytes);
+          layout::unpack_head_rows(g, chunk(x, j, t, me), out, j, streaming(g));
         }
       } else {
-        layout::unpack_seq_rows_group(g, wire_.data(), static_cast<const std::byte*>(x.inputs[t]), out, me,
-                                      g.tensor_bytes() >= kStreamingMinBytes);
+        for (int32_t j = 0; j < k; ++j) {
+          places_[static_cast<size_t>(j)] =
+              j == me ? layout::RowPlace{static_cast<std::byte*>(const_cast<void*>(x.inputs[t])), true}
+                      : layout::RowPlace{chunk(x, j, t, me), false};
+        }
+        layout::gather_rows(g, places_.data(), out, p.spec.dtype, streaming(g));
       }
     }
   }
 
   PathContext c_;
   SharedPath shared_;
-  SharedMemory staging_;          // this rank's region and every peer's mapping
-  int64_t bytes_ = 0;             // the size of each region
-  std::vector<int64_t> offset_;   // where tensor t's chunks start in a region
-  std::vector<std::byte*> base_;  // each position's region, mapped here
-  std::vector<std::byte*> wire_;  // scratch: one chunk pointer per position
+  SharedMemory staging_;                  // this rank's region and every peer's mapping
+  int64_t bytes_ = 0;                     // the size of this rank's region
+  std::vector<std::byte*> base_;          // each position's region, mapped here
+  std::vector<layout::RowPlace> places_;  // scratch: one place per position
 };
 
 }  // namespace

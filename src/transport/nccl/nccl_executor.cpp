@@ -23,25 +23,28 @@ class DevicePath {
   virtual ~DevicePath() = default;
   virtual basp_path_t id() const = 0;
   virtual int64_t workspace_bytes() const { return 0; }
-  virtual void scatter(const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) = 0;
-  virtual void gather(const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) = 0;
+  virtual void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+                       cudaStream_t s) = 0;
+  virtual void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+                      cudaStream_t s) = 0;
 };
 
 class LocalCopyPath final : public DevicePath {
  public:
   explicit LocalCopyPath(const plan::ExchangePlan& plan) : plan_(plan) {}
   basp_path_t id() const override { return BASP_PATH_LOCAL; }
-  void scatter(const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
-    copy(inputs, outputs, s);
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
+    copy(tokens, inputs, outputs, s);
   }
-  void gather(const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
-    copy(inputs, outputs, s);
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
+    copy(tokens, inputs, outputs, s);
   }
 
  private:
-  void copy(const void* const* inputs, void* const* outputs, cudaStream_t s) {
+  void copy(int64_t tokens, const void* const* inputs, void* const* outputs, cudaStream_t s) {
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) {
-      const auto bytes = static_cast<size_t>(plan_.tensors[t].tensor_bytes());
+      const auto bytes = static_cast<size_t>(plan_.at(t, tokens).seq_tensor_bytes(0));
+      if (bytes == 0) continue;
       BASP_CUDA_CHECK(cudaMemcpyAsync(outputs[t], inputs[t], bytes, cudaMemcpyDeviceToDevice, s));
     }
   }
@@ -60,7 +63,7 @@ class AllToAllPath final : public DevicePath {
   basp_path_t id() const override { return BASP_PATH_NCCL; }
   int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
 
-  void scatter(const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
+  void scatter(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
     check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
@@ -68,7 +71,7 @@ class AllToAllPath final : public DevicePath {
     check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
   }
 
-  void gather(const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
+  void gather(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
     check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
@@ -95,6 +98,14 @@ class NcclExecutor final : public PlanExecutor {
     if (options.local_copy_when_alone && plan_.group_size == 1) {
       path_ = std::make_unique<LocalCopyPath>(plan_);
     } else {
+      // The device path exchanges the textbook shape only, for now (docs/gpu.md): every chunk the same size.
+      for (const layout::Geometry& g : plan_.tensors) {
+        BASP_CHECK(g.uniform() && !plan_.spec.thd(), BASP_ERROR_UNSUPPORTED,
+                   "the NCCL backend exchanges only shapes whose sequence length and head counts the group size (", g.k,
+                   ") divides, with every tensor query-like and not THD; seq_len ", g.seq_len, ", num_heads ", g.heads,
+                   " (following ", g.split_heads, "), layout ", plan_.spec.layout,
+                   ": use the MPI backend for this shape");
+      }
       path_ = std::make_unique<AllToAllPath>(plan_, comm_->device());
     }
   }
@@ -104,17 +115,17 @@ class NcclExecutor final : public PlanExecutor {
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return 0; }
 
-  void scatter(const void* const* inputs, void* const* outputs, void* stream) override {
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     ncclComm_t comm = comm_->get("scatter");
     DeviceScope scope(comm_->device());
-    path_->scatter(inputs, outputs, comm, static_cast<cudaStream_t>(stream));
+    path_->scatter(tokens, inputs, outputs, comm, static_cast<cudaStream_t>(stream));
     last_path_.store(path_->id(), std::memory_order_relaxed);
   }
 
-  void gather(const void* const* inputs, void* const* outputs, void* stream) override {
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     ncclComm_t comm = comm_->get("gather");
     DeviceScope scope(comm_->device());
-    path_->gather(inputs, outputs, comm, static_cast<cudaStream_t>(stream));
+    path_->gather(tokens, inputs, outputs, comm, static_cast<cudaStream_t>(stream));
     last_path_.store(path_->id(), std::memory_order_relaxed);
   }
 

@@ -1,0 +1,61 @@
+// The splits and the GQA routing of docs/design.md ("Uneven shapes"), written out for the tests independently of
+// the library's arithmetic (common/split.h, layout/geometry.h): tensor_split's sizes and the KV ranges of the
+// query split.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace basp::test {
+
+// tensor_split of `items` over `parts`: bounds[j] .. bounds[j + 1] for position j.
+inline std::vector<int64_t> split_bounds(int64_t items, int64_t parts) {
+  std::vector<int64_t> b{0};
+  for (int64_t j = 0; j < parts; ++j) b.push_back(b.back() + items / parts + (j < items % parts ? 1 : 0));
+  return b;
+}
+
+struct HeadRange {
+  int64_t begin = 0, end = 0;
+  bool holds(int64_t h) const { return begin <= h && h < end; }
+};
+
+// The heads of a tensor of `heads` heads that position j holds: its own split (split_heads == heads), or the KV
+// heads [a / r, (b - 1) / r] of query heads [a, b) of the split of `split_heads` (none when a == b).
+inline std::vector<HeadRange> head_ranges(int64_t heads, int64_t split_heads, int64_t parts) {
+  const std::vector<int64_t> q = split_bounds(split_heads, parts);
+  std::vector<HeadRange> out;
+  const int64_t r = split_heads / heads;
+  for (int64_t j = 0; j < parts; ++j) {
+    if (r == 1) {
+      out.push_back({q[j], q[j + 1]});  // tensor_split: an empty range sits where the next would start
+    } else if (q[j] == q[j + 1]) {
+      out.push_back({0, 0});
+    } else {
+      out.push_back({q[j] / r, (q[j + 1] - 1) / r + 1});
+    }
+  }
+  return out;
+}
+
+// A small integer written as FP16 or BF16 bits (exact: |v| < 2048 for FP16, < 256 for BF16), FP32 or FP64 bytes.
+inline uint16_t small_int_half(int32_t v) {
+  if (v == 0) return 0;
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  uint32_t a = static_cast<uint32_t>(v < 0 ? -v : v);
+  int32_t e = 0;
+  while ((a >> (e + 1)) != 0) ++e;  // a in [2^e, 2^(e+1))
+  const uint32_t mantissa = (a << (10 - e)) & 0x3ffu;
+  return static_cast<uint16_t>(sign | ((e + 15) << 10) | mantissa);
+}
+inline uint16_t small_int_bf16(int32_t v) {
+  if (v == 0) return 0;
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  uint32_t a = static_cast<uint32_t>(v < 0 ? -v : v);
+  int32_t e = 0;
+  while ((a >> (e + 1)) != 0) ++e;
+  const uint32_t mantissa = (a << (7 - e)) & 0x7fu;
+  return static_cast<uint16_t>(sign | ((e + 127) << 7) | mantissa);
+}
+
+}  // namespace basp::test
