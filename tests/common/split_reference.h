@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace basp::test {
@@ -56,6 +57,20 @@ inline uint16_t small_int_bf16(int32_t v) {
   while ((a >> (e + 1)) != 0) ++e;
   const uint32_t mantissa = (a << (7 - e)) & 0x7fu;
   return static_cast<uint16_t>(sign | ((e + 127) << 7) | mantissa);
+}
+
+// Writes the small integer v as one element of a summable dtype (FP16, BF16, FP32, FP64) at p.
+inline void write_small_int(int32_t dtype, void* p, int32_t v) {
+  if (dtype == 3 /* BASP_DTYPE_FP16 */ || dtype == 4 /* BASP_DTYPE_BF16 */) {
+    const uint16_t x = dtype == 3 ? small_int_half(v) : small_int_bf16(v);
+    std::memcpy(p, &x, 2);
+  } else if (dtype == 5 /* BASP_DTYPE_FP32 */) {
+    const auto x = static_cast<float>(v);
+    std::memcpy(p, &x, 4);
+  } else {
+    const auto x = static_cast<double>(v);
+    std::memcpy(p, &x, 8);
+  }
 }
 
 }  // namespace basp::test

@@ -99,18 +99,7 @@ int32_t contribution(uint64_t seed, int64_t m, int64_t b, int64_t s, int64_t h, 
   return static_cast<int32_t>(pattern_byte(seed, m, b, s, h, d, 0) % 17) - 8;
 }
 
-void write_value(int32_t dtype, std::byte* p, int32_t v) {
-  if (dtype == BASP_DTYPE_FP16 || dtype == BASP_DTYPE_BF16) {
-    const uint16_t x = dtype == BASP_DTYPE_FP16 ? basp::test::small_int_half(v) : basp::test::small_int_bf16(v);
-    std::memcpy(p, &x, 2);
-  } else if (dtype == BASP_DTYPE_FP32) {
-    const auto x = static_cast<float>(v);
-    std::memcpy(p, &x, 4);
-  } else {
-    const auto x = static_cast<double>(v);
-    std::memcpy(p, &x, 8);
-  }
-}
+void write_value(int32_t dtype, std::byte* p, int32_t v) { basp::test::write_small_int(dtype, p, v); }
 
 int64_t elem_of(int32_t dtype) { return dtype == BASP_DTYPE_FP64 ? 8 : dtype == BASP_DTYPE_FP32 ? 4 : 2; }
 
