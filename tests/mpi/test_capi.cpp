@@ -182,7 +182,8 @@ TEST_CASE("plan info: older, smaller structs are served, and nothing past their 
   REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
   const size_t v01 = offsetof(basp_plan_info_v1, layout);       // 0.1: up to reserved0
   const size_t first = offsetof(basp_plan_info_v1, last_path);  // the first release: before last_path
-  for (size_t size : {first, v01}) {
+  const size_t v02 = offsetof(basp_plan_info_v1, split_begin);  // 0.2: up to reserved1
+  for (size_t size : {first, v01, v02}) {
     basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
     std::memset(&info, 0xab, sizeof(info));
     info.size = size;
@@ -208,6 +209,77 @@ TEST_CASE("plan info: older, smaller structs are served, and nothing past their 
   CHECK(info.seq_sharded_shape[0][2] == 2 * n);
   CHECK(info.head_sharded_shape[1][1] == 8 * n);
   CHECK(info.plan_path != BASP_PATH_NONE);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+}
+
+// basp_plan_desc_t grew in 0.3 (query_heads, token_capacity): a caller built against the first layout passes its
+// size and gets a query-like plan; the bytes past its size are never read.
+TEST_CASE("plan desc: the first, smaller layout is served with defaults", "[capi]") {
+  const int n = world_size();
+  World w;
+  const size_t first = offsetof(basp_plan_desc_v1, query_heads);
+  REQUIRE(first == 112);
+  basp_plan_desc_t d;
+  std::memset(&d, 0xab, sizeof(d));  // garbage where an old caller's struct ends
+  const basp_plan_desc_t q = qkv(8 * n, 2 * n, n);
+  std::memcpy(&d, &q, first);
+  d.size = first;
+  basp_plan_t plan = nullptr;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  CHECK(info.token_capacity == 0);
+  CHECK(info.replicated == 0);
+  CHECK(info.split_end[1] - info.split_begin[1] == 1);  // the KV tensor follows its own split: n heads over n
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+  d.size = first - 8;
+  plan = reinterpret_cast<basp_plan_t>(0x1);
+  CHECK(basp_plan_create(w.comm, &d, &plan) == BASP_ERROR_BAD_STRUCT);
+  CHECK(plan == nullptr);
+}
+
+TEST_CASE("basp_split follows tensor_split", "[capi]") {
+  int64_t b = -1, e = -1;
+  const int64_t begins[] = {0, 3, 6, 8, 10};  // 10 over 4: 3, 3, 2, 2
+  for (int32_t j = 0; j < 4; ++j) {
+    REQUIRE(basp_split(10, 4, j, &b, &e) == BASP_SUCCESS);
+    CHECK(b == begins[j]);
+    CHECK(e == begins[j + 1]);
+  }
+  REQUIRE(basp_split(2, 4, 3, &b, nullptr) == BASP_SUCCESS);  // fewer items than parts: the last get none
+  CHECK(b == 2);
+  CHECK(basp_split(10, 0, 0, &b, &e) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("parts (0)"));
+  CHECK(basp_split(10, 4, 4, &b, &e) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("index (4)"));
+  CHECK(basp_split(-1, 4, 0, &b, &e) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("items (-1)"));
+}
+
+// A THD plan needs the token count of each call; a BSHD plan takes -1 or its seq_len only.
+TEST_CASE("token counts: THD needs one, BSHD takes its own", "[capi]") {
+  const int n = world_size();
+  World w;
+  basp_plan_desc_t d = qkv(8 * n, 2 * n, n);
+  basp_plan_t plan = nullptr;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  std::vector<uint8_t> a(1 << 16), b(1 << 16);
+  const void* in[3] = {a.data(), a.data() + 20000, a.data() + 40000};
+  void* out[3] = {b.data(), b.data() + 20000, b.data() + 40000};
+  CHECK(basp_scatter_tokens(plan, 8 * n + 1, in, out, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("must be -1 or the plan's seq_len"));
+  CHECK(basp_scatter_tokens(plan, -1, in, out, nullptr) == BASP_SUCCESS);
+  CHECK(basp_scatter_tokens(plan, 8 * n, in, out, nullptr) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+  d.layout = BASP_LAYOUT_THD;
+  d.seq_len = -1;
+  d.token_capacity = 100;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  CHECK(basp_scatter(plan, in, out, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("a THD plan takes the token count of each call"));
+  CHECK(basp_gather_tokens(plan, 101, in, out, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("num_tokens (101) is outside 0..token_capacity (100)"));
+  CHECK(basp_scatter_tokens(plan, 77, in, out, nullptr) == BASP_SUCCESS);
   CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 
