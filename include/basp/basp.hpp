@@ -170,6 +170,25 @@ class Comm {
     return info;
   }
 
+  // The documents of a packed micro-batch to the comm's groups (basp_comm_assign_documents), for world rank `rank`
+  // (-1: the calling rank): the assignment, the group's documents in stream order and its cu_seqlens.
+  struct Documents {
+    basp_doc_assignment_t assignment = BASP_DOC_ASSIGNMENT_INITIALIZER;
+    std::vector<int32_t> docs;
+    std::vector<int64_t> cu_seqlens;
+  };
+  Documents assign_documents(const std::vector<int64_t>& lengths, int64_t capacity = 0, int32_t rank = -1) const {
+    Documents out;
+    const auto n = static_cast<int32_t>(lengths.size());
+    out.docs.resize(lengths.size());
+    out.cu_seqlens.resize(lengths.size() + 1);
+    check(basp_comm_assign_documents(handle_, lengths.data(), n, capacity, rank, &out.assignment, out.docs.data(),
+                                     out.cu_seqlens.data(), n));
+    out.docs.resize(static_cast<size_t>(out.assignment.num_docs));
+    out.cu_seqlens.resize(static_cast<size_t>(out.assignment.num_docs) + 1);
+    return out;
+  }
+
   std::vector<int32_t> group_ranks(int32_t group_index) const {
     RankInfo self = query(0);
     std::vector<int32_t> ranks(static_cast<size_t>(self.group_size));
@@ -241,6 +260,13 @@ class Plan {
   void gather(const void* const* inputs, void* const* outputs, void* stream = nullptr) {
     check(basp_gather(handle_, inputs, outputs, stream));
   }
+  // With the token count of the call (THD plans; -1 or seq_len for BSHD and SBHD).
+  void scatter(int64_t num_tokens, const void* const* inputs, void* const* outputs, void* stream = nullptr) {
+    check(basp_scatter_tokens(handle_, num_tokens, inputs, outputs, stream));
+  }
+  void gather(int64_t num_tokens, const void* const* inputs, void* const* outputs, void* stream = nullptr) {
+    check(basp_gather_tokens(handle_, num_tokens, inputs, outputs, stream));
+  }
   void scatter(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs,
                void* stream = nullptr) {
     run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_scatter);
@@ -271,6 +297,13 @@ class Plan {
   basp_plan_t handle_ = nullptr;
   size_t num_tensors_ = 0;
 };
+
+// tensor_split's range of part `index` of `items` over `parts` (basp_split): {begin, end}.
+inline std::pair<int64_t, int64_t> split(int64_t items, int32_t parts, int32_t index) {
+  int64_t begin = 0, end = 0;
+  check(basp_split(items, parts, index, &begin, &end));
+  return {begin, end};
+}
 
 inline std::string version_string() {
   int major = 0, minor = 0, patch = 0;

@@ -130,3 +130,53 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   return basp::test::run_catch_session_on_all_ranks(argc, argv);
 }
+
+// The 0.3 entry points: tensor_split ranges, a THD plan executed with the token count of each call, and the
+// documents of a packed batch assigned to groups.
+TEST_CASE("C++: split, THD with per-call token counts, document assignment", "[cpp]") {
+  const int n = world_size();
+  CHECK(basp::split(10, 4, 1) == std::pair<int64_t, int64_t>{3, 6});
+  CHECK(status_of([] { basp::split(10, 4, 4); }) == BASP_ERROR_INVALID_ARGUMENT);
+
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+  // Three documents over one group: one stream of 9 tokens.
+  const basp::Comm::Documents docs = comm.assign_documents({4, 2, 3}, 16);
+  CHECK(docs.assignment.num_docs == 3);
+  CHECK(docs.assignment.stream_tokens == 9);
+  CHECK(docs.docs == std::vector<int32_t>{0, 1, 2});
+  CHECK(docs.cu_seqlens == std::vector<int64_t>{0, 4, 6, 9});
+  const auto mine = basp::split(9, n, docs.assignment.group_position);
+  CHECK(docs.assignment.token_begin == mine.first);
+  CHECK(docs.assignment.token_end == mine.second);
+
+  basp::PlanDesc desc;
+  desc.layout = BASP_LAYOUT_THD;
+  desc.dtype = BASP_DTYPE_BYTE;
+  desc.token_capacity = 16;
+  desc.head_dim = 2;
+  desc.num_tensors = 1;
+  desc.num_heads[0] = n;  // one head per rank
+  basp::Plan plan(comm, desc);
+  const int64_t T = docs.assignment.stream_tokens;
+  const int64_t mine_tokens = mine.second - mine.first;
+  std::vector<uint8_t> in(static_cast<size_t>(mine_tokens * n * 2)), out(static_cast<size_t>(T * 2), 0xA5);
+  for (int64_t s = 0; s < mine_tokens; ++s)
+    for (int64_t h = 0; h < n; ++h)
+      for (int64_t d = 0; d < 2; ++d)
+        in[static_cast<size_t>((s * n + h) * 2 + d)] = static_cast<uint8_t>((mine.first + s) * 16 + h * 2 + d);
+  const void* ip[1] = {in.data()};
+  void* op[1] = {out.data()};
+  plan.scatter(T, ip, op);
+  const int32_t me = docs.assignment.group_position;
+  for (int64_t s = 0; s < T; ++s)
+    for (int64_t d = 0; d < 2; ++d)
+      CHECK(out[static_cast<size_t>(s * 2 + d)] == static_cast<uint8_t>(s * 16 + me * 2 + d));
+  std::vector<uint8_t> back(in.size(), 0xA5);
+  const void* hp[1] = {out.data()};
+  void* bp[1] = {back.data()};
+  plan.gather(T, hp, bp);
+  CHECK(back == in);
+  CHECK(status_of([&] { plan.scatter(ip, op); }) == BASP_ERROR_INVALID_ARGUMENT);  // THD needs its T
+}
