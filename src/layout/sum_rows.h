@@ -52,7 +52,7 @@ BASP_HOST_DEVICE uint16_t float_to_half(float f) {
   const uint32_t a = x & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN stays NaN
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);                        // rounds to infinity
-  if (a < 0x38800000u) {                                                                      // subnormal or zero
+  if (a < 0x38800000u) {                                                                     // subnormal or zero
     if (a < 0x33000000u) return sign;
     const uint32_t e = a >> 23;
     const uint32_t m = (a & 0x7fffffu) | 0x800000u;

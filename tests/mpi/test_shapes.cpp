@@ -47,14 +47,14 @@ struct Failure {
   std::string what;
 };
 
-#define EXPECT(cond, ...)                                             \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      char buf_[512];                                                 \
-      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);                  \
+#define EXPECT(cond, ...)                                                              \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      char buf_[512];                                                                  \
+      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);                                   \
       std::fprintf(stderr, "rank %d: %s (%s:%d)\n", g_rank, buf_, __FILE__, __LINE__); \
-      ++failures;                                                     \
-    }                                                                 \
+      ++failures;                                                                      \
+    }                                                                                  \
   } while (0)
 
 bool summable(int32_t dtype) {
@@ -116,7 +116,8 @@ Shape draw(std::mt19937_64& rng) {
   for (int64_t h = 1; h <= hq; ++h) {
     if (hq % h == 0) kv_choices.push_back(h);
   }
-  const int64_t hkv = pick(0, 2) == 0 ? 1 : kv_choices[static_cast<size_t>(pick(0, static_cast<int64_t>(kv_choices.size()) - 1))];
+  const int64_t hkv =
+      pick(0, 2) == 0 ? 1 : kv_choices[static_cast<size_t>(pick(0, static_cast<int64_t>(kv_choices.size()) - 1))];
   switch (pick(0, 3)) {
     case 0:  // Q, K, V
       sh.heads = {hq, hkv, hkv};
@@ -228,8 +229,14 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
   int64_t bytes_sent = 0;
   std::vector<TensorRef> refs;
   for (int32_t t = 0; t < n; ++t) {
-    TensorRef r{b_loc, sh.seq_len, sh.heads[t], sh.head_dim, elem, sh.layout == BASP_LAYOUT_SBHD,
-                split_bounds(sh.seq_len, k), basp::test::head_ranges(sh.heads[t], sh.split[t], k)};
+    TensorRef r{b_loc,
+                sh.seq_len,
+                sh.heads[t],
+                sh.head_dim,
+                elem,
+                sh.layout == BASP_LAYOUT_SBHD,
+                split_bounds(sh.seq_len, k),
+                basp::test::head_ranges(sh.heads[t], sh.split[t], k)};
     for (int64_t h = 0; h < r.H; ++h) {
       int holders = 0;
       for (int64_t m = 0; m < k; ++m) holders += r.heads[m].holds(h) ? 1 : 0;
@@ -244,8 +251,8 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
            static_cast<long long>(info.head_begin[t]), static_cast<long long>(info.head_end[t]),
            static_cast<long long>(r.heads[l].begin), static_cast<long long>(r.heads[l].end));
     EXPECT(info.split_begin[t] == q[l] && info.split_end[t] == q[l + 1], "%s: tensor %d split range", label, t);
-    EXPECT(info.seq_sharded_elems[t] == r.seq_elems(l), "%s: tensor %d seq_sharded_elems %lld, expected %lld", label,
-           t, static_cast<long long>(info.seq_sharded_elems[t]), static_cast<long long>(r.seq_elems(l)));
+    EXPECT(info.seq_sharded_elems[t] == r.seq_elems(l), "%s: tensor %d seq_sharded_elems %lld, expected %lld", label, t,
+           static_cast<long long>(info.seq_sharded_elems[t]), static_cast<long long>(r.seq_elems(l)));
     EXPECT(info.head_sharded_elems[t] == r.head_elems(l), "%s: tensor %d head_sharded_elems", label, t);
     refs.push_back(r);
   }
@@ -406,17 +413,19 @@ int main(int argc, char** argv) {
   g_forced_path = forced_path();
   if (g_rank == 0) {
     const char* env = std::getenv("BASP_MPI_TRANSPORT");
-    std::printf("test_shapes: %d ranks, %d trials, seed %llu, path %s%s (usage: test_shapes [trials] [seed] "
-                "[shared])\n",
-                g_size, trials, static_cast<unsigned long long>(seed), env ? env : "auto",
-                g_shared ? ", head-sharded tensors in basp_mem_alloc memory" : "");
+    std::printf(
+        "test_shapes: %d ranks, %d trials, seed %llu, path %s%s (usage: test_shapes [trials] [seed] "
+        "[shared])\n",
+        g_size, trials, static_cast<unsigned long long>(seed), env ? env : "auto",
+        g_shared ? ", head-sharded tensors in basp_mem_alloc memory" : "");
   }
   std::mt19937_64 rng(seed);
   // The models of the issue at K = N first (Ulysses over the world): Qwen2.5-7B's 28/4 heads (at K = 8 ranks 1, 3,
   // 5 hold two KV heads), Qwen2.5-3B's 16/2, MQA, Llama-3.2-3B's 24/8; then random shapes.
   std::vector<Shape> fixed;
   for (const auto& [hq, hkv, layout] : {std::tuple<int64_t, int64_t, int32_t>{28, 4, BASP_LAYOUT_BSHD},
-                                        {16, 2, BASP_LAYOUT_SBHD}, {8, 1, BASP_LAYOUT_THD},
+                                        {16, 2, BASP_LAYOUT_SBHD},
+                                        {8, 1, BASP_LAYOUT_THD},
                                         {24, 8, BASP_LAYOUT_BSHD}}) {
     Shape sh;
     sh.num_groups = 1;
