@@ -168,7 +168,7 @@ done
   echo "== device-check summary ($(date -u +%Y-%m-%d), ${device:-unknown device}, ${nccl_found:-NCCL=?}) =="
   printf '| %-46s | %s\n' "check" "result"
   printf '| %-46s | %s\n' "GPU unit tests: pack/unpack kernels" "${result[test_gpu_pack_kernels]}"
-  printf '| %-46s | %s\n' "loopback K = 2, 3, 4, 8 (one GPU)" "${result[test_gpu_loopback]}"
+  printf '| %-46s | %s\n' "loopback K = 2..8, general path (one GPU)" "${result[test_gpu_loopback]}"
   printf '| %-46s | %s\n' "NCCL, 2 ranks on one GPU" "${several#NCCL with 2 ranks on one GPU: }"
   printf '| %-46s | %s\n' "NCCL one rank (C ABI: _nccl and _oob, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"

@@ -18,6 +18,7 @@
 #include "layout/geometry.h"
 #include "layout/packed_workspace.h"
 #include "layout/row_tiles.h"
+#include "layout/sum_rows.h"
 
 #if defined(__CUDA_ARCH__)
 #define BASP_UNROLL _Pragma("unroll")
@@ -106,15 +107,17 @@ BASP_HOST_DEVICE void copy_tile_rows(const RowCopyArgs& a, int32_t t, int64_t ti
   const int64_t task = tl.task_of(tile, thread);
   if (task >= tl.row_tasks) return;
   const Geometry g = a.geom[t];
-  const int64_t j = tl.peer_of(task);
-  const int64_t r = tl.row_of(task);
+  const int64_t j = tl.peer_of(g, task);
+  const int64_t r = tl.row_of(g, task, j);
+  const int64_t rb = tl.row_bytes(g, j);
+  if (rb == 0) return;
   const int64_t tensor_offset =
       a.side == static_cast<int32_t>(TensorSide::kSeq) ? g.seq_row_offset(r, j) : g.head_row_offset(g.me, j, r);
-  const int64_t wire_offset = a.workspace.row_offset(g, t, j, r);
+  const int64_t wire_offset = a.workspace.chunk_offset(t, j) + r * rb;
   const unsigned char* src = a.to_wire ? a.tensor[t] + tensor_offset : a.wire + wire_offset;
   unsigned char* dst = a.to_wire ? a.wire + wire_offset : a.tensor[t] + tensor_offset;
   const int64_t lanes = tl.lanes();
-  const int64_t n = tl.vecs_per_row;
+  const int64_t n = rb / V;
   for (int64_t c = tl.lane_of(thread); c < n; c += kCopyUnroll * lanes) {
     typename VecOf<V>::type v[kCopyUnroll];
     BASP_UNROLL
@@ -158,12 +161,53 @@ inline RowCopyArgs make_row_copy_args(const Geometry* geoms, int32_t n, const Pa
     a.tensor[t] = static_cast<unsigned char*>(const_cast<void*>(tensors[t]));
     const uint64_t bits = reinterpret_cast<uintptr_t>(tensors[t]) | reinterpret_cast<uintptr_t>(wire) |
                           static_cast<uint64_t>(workspace.tensor_offset[t]) |
-                          static_cast<uint64_t>(workspace.peer_stride);
-    a.tiling[t] = make_row_tiling(geoms[t], vec_bytes_for(geoms[t].head_row_bytes(geoms[t].me), bits), tiles);
+                          static_cast<uint64_t>(workspace.peer_stride[t]);
+    a.tiling[t] =
+        make_row_tiling(geoms[t], side == TensorSide::kHead, vec_bytes_for(row_unit_bytes(geoms[t]), bits), tiles);
     tiles += a.tiling[t].num_tiles;
   }
   a.num_tiles = tiles;
   return a;
+}
+
+// The summing gather's receive side (layout/sum_rows.h): every head h of every row r of the rank's sequence-sharded
+// tensor is the sum, in ascending position, of its holders' rows in the wire (one contribution: a plain copy of
+// its bytes). One task per (row, head), `threads` threads per task over the head's elements. Tensors whose heads
+// are not replicated take the plain row copy instead.
+struct SumUnpackArgs {
+  Geometry geom;
+  int32_t tensor = 0;
+  int32_t dtype = 0;
+  unsigned char* seq = nullptr;
+  const unsigned char* wire = nullptr;
+  PackedWorkspace workspace;
+
+  BASP_HOST_DEVICE int64_t num_tasks() const { return geom.seq_rows(geom.me) * geom.heads; }
+};
+
+BASP_HOST_DEVICE void sum_unpack_task(const SumUnpackArgs& a, int64_t task, int32_t thread, int32_t threads) {
+  const Geometry& g = a.geom;
+  const int64_t r = task / g.heads;
+  const int64_t h = task % g.heads;
+  const int64_t first = g.first_holder(h);
+  const int64_t last = g.last_holder(h);
+  const int64_t db = g.dim_bytes();
+  unsigned char* dst = a.seq + r * g.seq_row_bytes() + h * db;
+  auto source = [&](int32_t c) {
+    const int64_t p = first + c;
+    return a.wire + a.workspace.chunk_offset(a.tensor, p) + r * g.head_row_bytes(p) + (h - g.head_begin(p)) * db;
+  };
+  if (first == last) {
+    const unsigned char* src = source(0);
+    for (int64_t i = thread; i < db; i += threads) dst[i] = src[i];
+    return;
+  }
+  const int64_t elem = g.elem;
+  for (int64_t e = thread; e < g.head_dim; e += threads) {
+    sum_elements(
+        a.dtype, dst + e * elem, [&](int32_t c) { return source(c) + e * elem; },
+        static_cast<int32_t>(last - first + 1), 1);
+  }
 }
 
 }  // namespace basp::layout

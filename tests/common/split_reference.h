@@ -59,6 +59,33 @@ inline uint16_t small_int_bf16(int32_t v) {
   return static_cast<uint16_t>(sign | ((e + 127) << 7) | mantissa);
 }
 
+// The test's own view of a tensor's geometry: the token bounds and head ranges from the formulas above, and the
+// element offsets of both sides written out (only the plain fields of `Geo` are read: layout, b_loc, seq_len, k,
+// heads, split_heads, head_dim, elem).
+template <typename Geo>
+struct GeometryRef {
+  Geo g;
+  std::vector<int64_t> tok;
+  std::vector<HeadRange> heads;
+  explicit GeometryRef(const Geo& geom)
+      : g(geom), tok(split_bounds(geom.seq_len, geom.k)), heads(head_ranges(geom.heads, geom.split_heads, geom.k)) {}
+  int64_t tc(int64_t j) const { return tok[j + 1] - tok[j]; }
+  int64_t hc(int64_t j) const { return heads[j].end - heads[j].begin; }
+  bool token_major() const { return g.layout == 1; /* BASP_LAYOUT_SBHD; THD is BSHD with one sequence */ }
+  // Elements: position l's sequence-sharded tensor at (b, local token s, head h, d).
+  int64_t seq_index(int64_t l, int64_t b, int64_t s, int64_t h, int64_t d) const {
+    const int64_t row = token_major() ? s * g.b_loc + b : b * tc(l) + s;
+    return (row * g.heads + h) * g.head_dim + d;
+  }
+  // Position m's head-sharded tensor at (b, global token s, local head i, d).
+  int64_t head_index(int64_t m, int64_t b, int64_t s, int64_t i, int64_t d) const {
+    const int64_t row = token_major() ? s * g.b_loc + b : b * g.seq_len + s;
+    return (row * hc(m) + i) * g.head_dim + d;
+  }
+  int64_t seq_bytes(int64_t l) const { return g.b_loc * tc(l) * g.heads * g.head_dim * g.elem; }
+  int64_t head_bytes(int64_t m) const { return g.b_loc * g.seq_len * hc(m) * g.head_dim * g.elem; }
+};
+
 // Writes the small integer v as one element of a summable dtype (FP16, BF16, FP32, FP64) at p.
 inline void write_small_int(int32_t dtype, void* p, int32_t v) {
   if (dtype == 3 /* BASP_DTYPE_FP16 */ || dtype == 4 /* BASP_DTYPE_BF16 */) {

@@ -8,6 +8,7 @@
 // says so; if it does, a real K = 2 exchange runs through the public C ABI, one thread per rank.
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,8 +17,11 @@
 #include "expected_tensors.h"
 #include "gpu_util.h"
 #include "layout/cuda/pack_kernels.h"
+#include "layout/host_copy.h"
+#include "layout/sum_rows.h"
 #include "layout_reference.h"
 #include "pattern.h"
+#include "split_reference.h"
 
 #if BASP_HAVE_NCCL
 #include <nccl.h>
@@ -57,7 +61,7 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
 
   std::vector<Rank> ranks;
   for (int64_t l = 0; l < k; ++l) {
-    ranks.emplace_back(ws.bytes(k));
+    ranks.emplace_back(ws.bytes());
     Rank& r = ranks.back();
     r.send.fill(kPoison);
     r.recv.fill(kPoison);
@@ -81,8 +85,9 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
   auto all_to_all = [&]() {
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < k; ++j)
-        TEST_CUDA(cudaMemcpyAsync(ranks[j].recv.data() + i * ws.peer_stride, ranks[i].send.data() + j * ws.peer_stride,
-                                  static_cast<size_t>(ws.peer_stride), cudaMemcpyDeviceToDevice, stream));
+        TEST_CUDA(cudaMemcpyAsync(ranks[j].recv.data() + i * ws.peer_stride[0],
+                                  ranks[i].send.data() + j * ws.peer_stride[0], static_cast<size_t>(ws.peer_stride[0]),
+                                  cudaMemcpyDeviceToDevice, stream));
   };
   bool launched = true;
   // Scatter.
@@ -133,6 +138,156 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
     }
   }
   std::printf("%s: %s\n", name, tally.failures == 0 ? "ok" : "FAILED so far");
+}
+
+// The general path (issue 14) on one GPU: K virtual ranks, each with its geometry seen from its position and its
+// slotted workspace, the executor's launches (pack, unpack, the summing unpack of replicated heads), the grouped
+// send/recv emulated by one device copy per chunk of its own size. The scatter against the coordinate formulas;
+// the gather against the input (nothing replicated) and, with random values whose sums round, bit for bit against
+// the host's summing gather (layout::gather_rows) on the same contributions: host and device must agree.
+void general_case(Geometry base, int32_t dtype, basp::test::Tally& tally) {
+  const int64_t k = base.k;
+  const basp::test::GeometryRef<Geometry> ref(base);
+  char name[200];
+  std::snprintf(name, sizeof(name), "general K %lld layout %d S %lld heads %lld/%lld D %lld dtype %d",
+                static_cast<long long>(k), base.layout, static_cast<long long>(base.seq_len),
+                static_cast<long long>(base.heads), static_cast<long long>(base.split_heads),
+                static_cast<long long>(base.head_dim), dtype);
+  std::vector<Geometry> g(static_cast<size_t>(k));
+  std::vector<PackedWorkspace> ws(static_cast<size_t>(k));
+  std::vector<std::vector<std::byte>> seq_host(static_cast<size_t>(k)), head_host(static_cast<size_t>(k));
+  std::vector<DeviceBytes> seq, head, back, send, recv;
+  std::mt19937_64 rng(kSeed + static_cast<uint64_t>(k));
+  for (int64_t l = 0; l < k; ++l) {
+    g[l] = base.seen_from(l);
+    ws[l] = basp::layout::make_slotted_workspace(&g[l], 1);
+    auto& in = seq_host[l];
+    in.resize(static_cast<size_t>(g[l].seq_tensor_bytes(l)));
+    for (int64_t b = 0; b < base.b_loc; ++b)
+      for (int64_t t = 0; t < ref.tc(l); ++t)
+        for (int64_t h = 0; h < base.heads; ++h)
+          for (int64_t d = 0; d < base.head_dim; ++d)
+            for (int64_t e = 0; e < base.elem; ++e)
+              in[ref.seq_index(l, b, t, h, d) * base.elem + e] =
+                  std::byte{basp::test::pattern_byte(kSeed, 0, b, ref.tok[l] + t, h, d, e)};
+    seq.emplace_back(static_cast<int64_t>(in.size()));
+    head.emplace_back(g[l].head_tensor_bytes(l));
+    back.emplace_back(static_cast<int64_t>(in.size()));
+    send.emplace_back(ws[l].bytes());
+    recv.emplace_back(ws[l].bytes());
+    seq[l].upload(in);
+    head[l].fill(kPoison);
+    back[l].fill(kPoison);
+  }
+  cudaStream_t stream = nullptr;
+  TEST_CUDA(cudaStreamCreate(&stream));
+  bool launched = true;
+  auto exchange = [&](bool scatter) {
+    for (int64_t l = 0; l < k; ++l) {
+      send[l].fill(kPoison);
+      recv[l].fill(kPoison);
+      const void* in[1] = {scatter ? seq[l].data() : head[l].data()};
+      launched &= (scatter ? basp::layout::cuda::launch_scatter_pack(&g[l], 1, ws[l], in, send[l].data(), stream)
+                           : basp::layout::cuda::launch_gather_pack(&g[l], 1, ws[l], in, send[l].data(), stream)) ==
+                  cudaSuccess;
+    }
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t bytes = scatter ? base.chunk_bytes(i, j) : base.chunk_bytes(j, i);
+        if (bytes > 0) {
+          TEST_CUDA(cudaMemcpyAsync(recv[j].data() + ws[j].chunk_offset(0, i),
+                                    send[i].data() + ws[i].chunk_offset(0, j), static_cast<size_t>(bytes),
+                                    cudaMemcpyDeviceToDevice, stream));
+        }
+      }
+    for (int64_t l = 0; l < k; ++l) {
+      if (scatter) {
+        void* out[1] = {head[l].data()};
+        launched &=
+            basp::layout::cuda::launch_scatter_unpack(&g[l], 1, ws[l], recv[l].data(), out, stream) == cudaSuccess;
+      } else if (!base.replicated()) {
+        void* out[1] = {back[l].data()};
+        launched &=
+            basp::layout::cuda::launch_gather_unpack(&g[l], 1, ws[l], recv[l].data(), out, stream) == cudaSuccess;
+      } else {
+        basp::layout::SumUnpackArgs a;
+        a.geom = g[l];
+        a.dtype = dtype;
+        a.seq = reinterpret_cast<unsigned char*>(back[l].data());
+        a.wire = reinterpret_cast<const unsigned char*>(recv[l].data());
+        a.workspace = ws[l];
+        launched &= basp::layout::cuda::launch_sum_unpack(a, stream) == cudaSuccess;
+      }
+    }
+    TEST_CUDA(cudaStreamSynchronize(stream));
+  };
+  exchange(true);
+  int64_t wrong = 0;
+  for (int64_t m = 0; m < k; ++m) {
+    const std::vector<std::byte> got = head[m].download();
+    for (int64_t b = 0; b < base.b_loc; ++b)
+      for (int64_t t = 0; t < base.seq_len; ++t)
+        for (int64_t i = 0; i < ref.hc(m); ++i)
+          for (int64_t d = 0; d < base.head_dim; ++d)
+            for (int64_t e = 0; e < base.elem; ++e)
+              wrong += got[ref.head_index(m, b, t, i, d) * base.elem + e] !=
+                       std::byte{basp::test::pattern_byte(kSeed, 0, b, t, ref.heads[m].begin + i, d, e)};
+  }
+  if (!tally.check(wrong == 0, name)) std::printf("  scatter: %lld bytes wrong\n", static_cast<long long>(wrong));
+  if (base.replicated()) {
+    // Random finite values as every holder's contribution: sums that round, compared with the host's.
+    for (int64_t m = 0; m < k; ++m) {
+      auto& h = head_host[m];
+      h.resize(static_cast<size_t>(g[m].head_tensor_bytes(m)));
+      for (size_t i = 0; i < h.size(); i += static_cast<size_t>(base.elem)) {
+        const float v = std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng);
+        if (dtype == BASP_DTYPE_FP16) {
+          const uint16_t x = basp::layout::float_to_half(v);
+          std::memcpy(&h[i], &x, 2);
+        } else if (dtype == BASP_DTYPE_BF16) {
+          const uint16_t x = basp::layout::float_to_bf16(v);
+          std::memcpy(&h[i], &x, 2);
+        } else if (dtype == BASP_DTYPE_FP32) {
+          std::memcpy(&h[i], &v, 4);
+        } else {
+          const double x = v;
+          std::memcpy(&h[i], &x, 8);
+        }
+      }
+      head[m].upload(h);
+    }
+  }
+  exchange(false);
+  for (int64_t l = 0; l < k; ++l) {
+    const std::vector<std::byte> got = back[l].download();
+    std::vector<std::byte> want = seq_host[l];
+    if (base.replicated()) {
+      std::vector<basp::layout::RowPlace> places(static_cast<size_t>(k));
+      for (int64_t j = 0; j < k; ++j) places[j] = {head_host[j].data(), true};
+      basp::layout::gather_rows(g[l], places.data(), want.data(), dtype, false);
+    }
+    const int64_t diff = basp::test::first_difference(got, want);
+    if (!tally.check(diff < 0, name))
+      std::printf("  gather: rank %lld first wrong byte %lld\n", static_cast<long long>(l),
+                  static_cast<long long>(diff));
+  }
+  tally.check(launched, name);
+  TEST_CUDA(cudaStreamDestroy(stream));
+  std::printf("%s: %s\n", name, tally.failures == 0 ? "ok" : "FAILED so far");
+}
+
+Geometry general_geometry(int32_t layout, int64_t k, int64_t b_loc, int64_t seq_len, int64_t heads, int64_t split_heads,
+                          int64_t head_dim, int64_t elem) {
+  Geometry g;
+  g.layout = layout;
+  g.k = k;
+  g.b_loc = b_loc;
+  g.seq_len = seq_len;
+  g.heads = heads;
+  g.split_heads = split_heads;
+  g.head_dim = head_dim;
+  g.elem = elem;
+  return g;
 }
 
 #if BASP_HAVE_NCCL
@@ -218,6 +373,13 @@ int main() {
     for (int32_t layout : {BASP_LAYOUT_BSHD, BASP_LAYOUT_SBHD})
       for (int64_t elem : {1, 2, 4, 8}) loopback_case(shape, layout, elem, tally);
   }
+  // The general path: Qwen2.5-7B's 28/4 heads at K = 8 (replicated KV heads), MQA, uneven heads and tokens, THD.
+  using basp::layout::Geometry;
+  general_case(general_geometry(BASP_LAYOUT_BSHD, 8, 2, 19, 4, 28, 128, 2), BASP_DTYPE_BF16, tally);
+  general_case(general_geometry(BASP_LAYOUT_SBHD, 8, 1, 33, 4, 28, 72, 2), BASP_DTYPE_FP16, tally);
+  general_case(general_geometry(BASP_LAYOUT_THD, 4, 1, 1001, 1, 8, 64, 4), BASP_DTYPE_FP32, tally);
+  general_case(general_geometry(BASP_LAYOUT_BSHD, 3, 2, 17, 5, 5, 64, 8), BASP_DTYPE_FP64, tally);
+  general_case(general_geometry(BASP_LAYOUT_THD, 8, 1, 5, 12, 12, 128, 2), BASP_DTYPE_BF16, tally);  // T < K
 #if BASP_HAVE_NCCL
   nccl_several_ranks_one_gpu(tally);
 #else

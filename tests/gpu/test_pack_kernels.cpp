@@ -27,7 +27,7 @@ void run_case(const basp::test::Shape& shape, int32_t layout, int64_t elem, int6
   const auto geoms = basp::test::geometries(shape, layout, elem);
   const auto n = static_cast<int32_t>(geoms.size());
   const PackedWorkspace ws = basp::layout::make_packed_workspace(geoms.data(), n);
-  const int64_t wire_bytes = ws.bytes(shape.k);
+  const int64_t wire_bytes = ws.bytes();
   char name[256];
 
   std::vector<std::vector<std::byte>> host_in(n);

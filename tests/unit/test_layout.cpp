@@ -25,31 +25,7 @@ using basp::test::split_bounds;
 
 namespace {
 
-// The test's own view of a geometry: token bounds and head ranges from split_reference.h.
-struct Ref {
-  Geometry g;
-  std::vector<int64_t> tok;
-  std::vector<HeadRange> heads;
-  explicit Ref(const Geometry& geom)
-      : g(geom),
-        tok(split_bounds(geom.seq_len, geom.k)),
-        heads(basp::test::head_ranges(geom.heads, geom.split_heads, geom.k)) {}
-  int64_t tc(int64_t j) const { return tok[j + 1] - tok[j]; }
-  int64_t hc(int64_t j) const { return heads[j].end - heads[j].begin; }
-  bool bshd() const { return g.layout != BASP_LAYOUT_SBHD; }  // THD is BSHD with one sequence
-  // Elements: position l's sequence-sharded tensor at (b, local token s, head h, d).
-  int64_t seq_index(int64_t l, int64_t b, int64_t s, int64_t h, int64_t d) const {
-    const int64_t row = bshd() ? b * tc(l) + s : s * g.b_loc + b;
-    return (row * g.heads + h) * g.head_dim + d;
-  }
-  // Position m's head-sharded tensor at (b, global token s, local head i, d).
-  int64_t head_index(int64_t m, int64_t b, int64_t s, int64_t i, int64_t d) const {
-    const int64_t row = bshd() ? b * g.seq_len + s : s * g.b_loc + b;
-    return (row * hc(m) + i) * g.head_dim + d;
-  }
-  int64_t seq_bytes(int64_t l) const { return g.b_loc * tc(l) * g.heads * g.head_dim * g.elem; }
-  int64_t head_bytes(int64_t m) const { return g.b_loc * g.seq_len * hc(m) * g.head_dim * g.elem; }
-};
+using Ref = basp::test::GeometryRef<Geometry>;
 
 Geometry random_geometry(std::mt19937_64& rng) {
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -139,14 +115,14 @@ TEST_CASE("splits, head ranges and row offsets equal the coordinate formulas", "
       REQUIRE(g.head_tensor_bytes(me) == ref.head_bytes(me));
       for (int64_t j = 0; j < g.k; ++j) {
         for (int64_t r = 0; r < g.seq_rows(me); ++r) {
-          const int64_t b = ref.bshd() ? r / ref.tc(me) : r % g.b_loc;
-          const int64_t s = ref.bshd() ? r % ref.tc(me) : r / g.b_loc;
+          const int64_t b = !ref.token_major() ? r / ref.tc(me) : r % g.b_loc;
+          const int64_t s = !ref.token_major() ? r % ref.tc(me) : r / g.b_loc;
           REQUIRE(g.seq_row_offset(r, j) == ref.seq_index(me, b, s, ref.heads[j].begin, 0) * g.elem);
         }
         // me's head side, the rows of sequence position j.
         for (int64_t r = 0; r < g.seq_rows(j); ++r) {
-          const int64_t b = ref.bshd() ? r / ref.tc(j) : r % g.b_loc;
-          const int64_t s = ref.bshd() ? r % ref.tc(j) : r / g.b_loc;
+          const int64_t b = !ref.token_major() ? r / ref.tc(j) : r % g.b_loc;
+          const int64_t s = !ref.token_major() ? r % ref.tc(j) : r / g.b_loc;
           REQUIRE(g.head_row_offset(me, j, r) == ref.head_index(me, b, ref.tok[j] + s, 0, 0) * g.elem);
         }
       }

@@ -3,6 +3,7 @@
 // every (tile, thread) of a launch, bit-exact against the host implementation and the coordinate formulas.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "layout/row_tiles.h"
 #include "layout_reference.h"
 #include "pattern.h"
+#include "split_reference.h"
 
 using basp::layout::Geometry;
 using basp::layout::PackedWorkspace;
@@ -49,36 +51,71 @@ TEST_CASE("access width: the widest of 16/8/4/2/1 dividing the row length and ev
   CHECK(vec_bytes_for(32, 0x2000 | 1) == 1);
 }
 
+// Any geometry (uneven tokens and heads, GQA), either side of the tensor.
+Geometry random_general(std::mt19937_64& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Geometry g;
+  g.layout = static_cast<int32_t>(pick(0, 2));
+  g.k = pick(1, 8);
+  g.me = pick(0, g.k - 1);
+  g.b_loc = g.layout == BASP_LAYOUT_THD ? 1 : pick(1, 3);
+  g.seq_len = pick(1, 5 * g.k + 3);
+  if (pick(0, 1) == 0) {
+    g.heads = pick(1, 2 * g.k + 2);
+    g.split_heads = g.heads;
+  } else {
+    g.heads = pick(1, 3);
+    g.split_heads = g.heads * pick(1, 6);
+  }
+  g.head_dim = pick(1, 70);
+  g.elem = int64_t{1} << pick(0, 3);
+  return g;
+}
+
 TEST_CASE("tiling: every vector of every row of every peer belongs to exactly one thread", "[row_copy]") {
   std::mt19937_64 rng(7);
-  for (int trial = 0; trial < 200; ++trial) {
-    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-    Geometry g;
-    g.layout = static_cast<int32_t>(pick(0, 1));
-    g.k = pick(1, 8);
-    g.b_loc = pick(1, 3);
-    g.seq_len = pick(1, 40) * g.k;
-    g.heads = g.k * pick(1, 4);
-    g.split_heads = g.heads;
-    g.head_dim = pick(1, 300);
-    g.elem = int64_t{1} << pick(0, 3);
-    const int32_t v = basp::layout::vec_bytes_for(g.head_row_bytes(0), 0);
-    const basp::layout::RowTiling tl = basp::layout::make_row_tiling(g, v, 0);
+  for (int trial = 0; trial < 400; ++trial) {
+    const Geometry g = random_general(rng);
+    const bool head_side = trial % 2 == 1;
+    const int32_t v = basp::layout::vec_bytes_for(basp::layout::row_unit_bytes(g), 0);
+    const basp::layout::RowTiling tl = basp::layout::make_row_tiling(g, head_side, v, 0);
+    INFO("trial " << trial << " K " << g.k << " me " << g.me << " S " << g.seq_len << " H " << g.heads << "/"
+                  << g.split_heads << " head side " << head_side);
     REQUIRE(tl.lanes() <= basp::layout::kMaxLanesPerRow);
     REQUIRE(tl.rows_per_tile * tl.lanes() == basp::layout::kCopyThreads);
-    REQUIRE(tl.vecs_per_row * v == g.head_row_bytes(0));
-    // A lane gets at least kCopyUnroll vectors whenever the row has enough for two lanes.
+    // The tasks enumerate every peer's rows once: on the sequence side K chunks of the rank's rows, on the head
+    // side each peer's tokens.
+    int64_t rows = 0;
+    for (int64_t j = 0; j < g.k; ++j) rows += head_side ? g.seq_rows(j) : g.seq_rows(g.me);
+    REQUIRE(tl.row_tasks == rows);
     if (tl.lane_shift > 0) REQUIRE(tl.vecs_per_row >= tl.lanes() * basp::layout::kCopyUnroll);
     std::vector<int> hits(static_cast<size_t>(tl.row_tasks * tl.vecs_per_row), 0);
     for (int64_t tile = 0; tile < tl.num_tiles; ++tile) {
       for (int32_t thread = 0; thread < basp::layout::kCopyThreads; ++thread) {
         const int64_t task = tl.task_of(tile, thread);
         if (task >= tl.row_tasks) continue;
-        REQUIRE(tl.peer_of(task) * tl.rows + tl.row_of(task) == task);
-        for (int64_t c = tl.lane_of(thread); c < tl.vecs_per_row; c += tl.lanes()) ++hits[task * tl.vecs_per_row + c];
+        const int64_t j = tl.peer_of(g, task);
+        const int64_t r = tl.row_of(g, task, j);
+        REQUIRE(j >= 0);
+        REQUIRE(j < g.k);
+        REQUIRE(r >= 0);
+        REQUIRE(r < (head_side ? g.seq_rows(j) : g.seq_rows(g.me)));
+        const int64_t vecs = tl.row_bytes(g, j) / v;
+        REQUIRE(vecs * v == tl.row_bytes(g, j));
+        REQUIRE(vecs <= tl.vecs_per_row);
+        for (int64_t c = tl.lane_of(thread); c < vecs; c += tl.lanes()) ++hits[task * tl.vecs_per_row + c];
       }
     }
-    for (int h : hits) REQUIRE(h == 1);
+    for (int64_t task = 0; task < tl.row_tasks; ++task) {
+      int64_t j = 0;  // the peer of the task, counted independently
+      int64_t before = 0;
+      while (before + (head_side ? g.seq_rows(j) : g.seq_rows(g.me)) <= task) {
+        before += head_side ? g.seq_rows(j) : g.seq_rows(g.me);
+        ++j;
+      }
+      const int64_t vecs = (head_side ? g.head_row_bytes(g.me) : g.head_row_bytes(j)) / v;
+      for (int64_t c = 0; c < tl.vecs_per_row; ++c) REQUIRE(hits[task * tl.vecs_per_row + c] == (c < vecs ? 1 : 0));
+    }
   }
 }
 
@@ -88,17 +125,55 @@ TEST_CASE("packed workspace: aligned, disjoint tensor chunks, one equal block pe
       const auto geoms = basp::test::geometries(shape, BASP_LAYOUT_BSHD, elem);
       const auto n = static_cast<int32_t>(geoms.size());
       const PackedWorkspace ws = basp::layout::make_packed_workspace(geoms.data(), n);
-      REQUIRE(ws.peer_stride % basp::layout::kWireAlign == 0);
+      REQUIRE(ws.peer_stride[0] % basp::layout::kWireAlign == 0);
       int64_t end = 0;
       for (int32_t t = 0; t < n; ++t) {
         REQUIRE(ws.tensor_offset[t] % basp::layout::kWireAlign == 0);
         REQUIRE(ws.tensor_offset[t] >= end);
         end = ws.tensor_offset[t] + geoms[t].chunk_bytes(0, 0);
-        REQUIRE(ws.chunk_offset(t, shape.k - 1) == (shape.k - 1) * ws.peer_stride + ws.tensor_offset[t]);
+        REQUIRE(ws.peer_stride[t] == ws.peer_stride[0]);
+        REQUIRE(ws.chunk_offset(t, shape.k - 1) == (shape.k - 1) * ws.peer_stride[0] + ws.tensor_offset[t]);
       }
-      REQUIRE(end <= ws.peer_stride);
-      REQUIRE(ws.peer_stride - end < basp::layout::kWireAlign);
+      REQUIRE(end <= ws.peer_stride[0]);
+      REQUIRE(ws.peer_stride[0] - end < basp::layout::kWireAlign);
+      REQUIRE(ws.bytes() == shape.k * ws.peer_stride[0]);
     }
+  }
+}
+
+TEST_CASE("slotted workspace: every chunk of either direction fits its slot, aligned and disjoint", "[row_copy]") {
+  std::mt19937_64 rng(8);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<Geometry> geoms;
+    const Geometry first = random_general(rng);
+    for (int t = 0; t < 3; ++t) {
+      Geometry g = random_general(rng);
+      g.layout = first.layout;
+      g.k = first.k;
+      g.me = first.me;
+      g.b_loc = first.b_loc;
+      g.seq_len = first.seq_len;
+      geoms.push_back(g);
+    }
+    const PackedWorkspace ws = basp::layout::make_slotted_workspace(geoms.data(), 3);
+    int64_t end = 0;
+    for (int32_t t = 0; t < 3; ++t) {
+      const Geometry& g = geoms[t];
+      REQUIRE(ws.peer_stride[t] % basp::layout::kWireAlign == 0);
+      for (int64_t j = 0; j < g.k; ++j) {
+        REQUIRE(ws.chunk_offset(t, j) % basp::layout::kWireAlign == 0);
+        REQUIRE(ws.chunk_offset(t, j) >= end);
+        // Any call of fewer tokens (THD) fits too.
+        for (const int64_t tokens : {g.seq_len, g.seq_len / 2, int64_t{0}}) {
+          Geometry c = g;
+          c.seq_len = tokens;
+          REQUIRE(c.chunk_bytes(g.me, j) <= ws.peer_stride[t]);
+          REQUIRE(c.chunk_bytes(j, g.me) <= ws.peer_stride[t]);
+        }
+        end = ws.chunk_offset(t, j) + std::max(g.chunk_bytes(g.me, j), g.chunk_bytes(j, g.me));
+      }
+    }
+    REQUIRE(end <= ws.bytes());
   }
 }
 
@@ -111,7 +186,7 @@ TEST_CASE("kernel body on the host: every layout, element size and direction, bi
           const auto geoms = basp::test::geometries(shape, layout, elem);
           const auto n = static_cast<int32_t>(geoms.size());
           const PackedWorkspace ws = basp::layout::make_packed_workspace(geoms.data(), n);
-          const int64_t wire_bytes = ws.bytes(shape.k);
+          const int64_t wire_bytes = ws.bytes();
           std::vector<Buffer> src, dst;
           std::vector<std::vector<std::byte>> expect(n);
           std::vector<const void*> src_ptr(n);
@@ -200,16 +275,16 @@ TEST_CASE("kernel body on the host: a whole group's scatter then gather, bit-exa
                             std::vector<std::vector<std::vector<std::byte>>>& out) {
           std::vector<std::vector<std::byte>> send(k), recv(k);
           for (int64_t l = 0; l < k; ++l) {
-            send[l].assign(static_cast<size_t>(ws.bytes(k)), std::byte{kPoison});
-            recv[l].assign(static_cast<size_t>(ws.bytes(k)), std::byte{kPoison});
+            send[l].assign(static_cast<size_t>(ws.bytes()), std::byte{kPoison});
+            recv[l].assign(static_cast<size_t>(ws.bytes()), std::byte{kPoison});
             std::vector<const void*> p(n);
             for (int32_t t = 0; t < n; ++t) p[t] = in[l][t].data();
             run_on_host(basp::layout::make_row_copy_args(geoms.data(), n, ws, from, true, p.data(), send[l].data()));
           }
           for (int64_t i = 0; i < k; ++i)  // all-to-all: block j of rank i's send lands as block i of rank j's recv
             for (int64_t j = 0; j < k; ++j)
-              std::memcpy(recv[j].data() + i * ws.peer_stride, send[i].data() + j * ws.peer_stride,
-                          static_cast<size_t>(ws.peer_stride));
+              std::memcpy(recv[j].data() + i * ws.peer_stride[0], send[i].data() + j * ws.peer_stride[0],
+                          static_cast<size_t>(ws.peer_stride[0]));
           for (int64_t l = 0; l < k; ++l) {
             std::vector<const void*> p(n);
             for (int32_t t = 0; t < n; ++t) p[t] = out[l][t].data();
@@ -234,6 +309,119 @@ TEST_CASE("kernel body on the host: a whole group's scatter then gather, bit-exa
         for (int64_t l = 0; l < k; ++l)
           for (int32_t t = 0; t < n; ++t) REQUIRE(back[l][t] == seq[l][t]);
       }
+    }
+  }
+}
+
+// The general device path on the host: K virtual ranks, each with its own geometry (seen from its position) and
+// slotted workspace, the kernel bodies (copy_tile, sum_unpack_task) for every (tile, thread) and every (row, head)
+// task, and the grouped send/recv emulated by copies of each chunk's own size. Uneven tokens and heads, GQA with
+// replicated KV heads, every layout; the scatter against the coordinate formulas, the gather against the input
+// (nothing replicated) or the exact sums of small integers (replicated heads).
+TEST_CASE("kernel body on the host: the general path's scatter and summing gather, bit-exact", "[row_copy]") {
+  using basp::test::pattern_byte;
+  std::mt19937_64 rng(31);
+  const int32_t dtypes[] = {BASP_DTYPE_FP16, BASP_DTYPE_BF16, BASP_DTYPE_FP32, BASP_DTYPE_FP64};
+  const int64_t sizes[] = {2, 2, 4, 8};
+  for (int trial = 0; trial < 150; ++trial) {
+    Geometry base = random_general(rng);
+    const int32_t dtype = dtypes[trial % 4];
+    base.elem = sizes[trial % 4];
+    const int64_t k = base.k;
+    const basp::test::GeometryRef<Geometry> ref(base);
+    const uint64_t seed = rng();
+    INFO("trial " << trial << " layout " << base.layout << " K " << k << " S " << base.seq_len << " H " << base.heads
+                  << "/" << base.split_heads << " D " << base.head_dim);
+    std::vector<Geometry> g(k);
+    std::vector<PackedWorkspace> ws(k);
+    std::vector<std::vector<std::byte>> seq(k), head(k), back(k), send(k), recv(k);
+    for (int64_t l = 0; l < k; ++l) {
+      g[l] = base.seen_from(l);
+      ws[l] = basp::layout::make_slotted_workspace(&g[l], 1);
+      seq[l].resize(static_cast<size_t>(g[l].seq_tensor_bytes(l)));
+      for (int64_t b = 0; b < base.b_loc; ++b)
+        for (int64_t s = 0; s < ref.tc(l); ++s)
+          for (int64_t h = 0; h < base.heads; ++h)
+            for (int64_t d = 0; d < base.head_dim; ++d)
+              for (int64_t e = 0; e < base.elem; ++e)
+                seq[l][ref.seq_index(l, b, s, h, d) * base.elem + e] =
+                    std::byte{pattern_byte(seed, 0, b, ref.tok[l] + s, h, d, e)};
+      head[l].assign(static_cast<size_t>(g[l].head_tensor_bytes(l)), std::byte{kPoison});
+      back[l].assign(seq[l].size(), std::byte{kPoison});
+    }
+    // One direction: pack on every rank, chunk (i -> j) of its own size, unpack (plain or summing).
+    auto exchange = [&](bool scatter) {
+      for (int64_t l = 0; l < k; ++l) {
+        send[l].assign(static_cast<size_t>(ws[l].bytes()), std::byte{kPoison});
+        recv[l].assign(static_cast<size_t>(ws[l].bytes()), std::byte{kPoison});
+        const void* in[1] = {scatter ? seq[l].data() : head[l].data()};
+        run_on_host(basp::layout::make_row_copy_args(&g[l], 1, ws[l], scatter ? TensorSide::kSeq : TensorSide::kHead,
+                                                     true, in, send[l].data()));
+      }
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t bytes = scatter ? base.chunk_bytes(i, j) : base.chunk_bytes(j, i);
+          std::memcpy(recv[j].data() + ws[j].chunk_offset(0, i), send[i].data() + ws[i].chunk_offset(0, j),
+                      static_cast<size_t>(bytes));
+        }
+      for (int64_t l = 0; l < k; ++l) {
+        if (scatter || !base.replicated()) {
+          void* out[1] = {scatter ? head[l].data() : back[l].data()};
+          run_on_host(basp::layout::make_row_copy_args(&g[l], 1, ws[l], scatter ? TensorSide::kHead : TensorSide::kSeq,
+                                                       false, out, recv[l].data()));
+          continue;
+        }
+        basp::layout::SumUnpackArgs a;
+        a.geom = g[l];
+        a.dtype = dtype;
+        a.seq = reinterpret_cast<unsigned char*>(back[l].data());
+        a.wire = reinterpret_cast<const unsigned char*>(recv[l].data());
+        a.workspace = ws[l];
+        for (int64_t task = 0; task < a.num_tasks(); ++task)
+          for (int32_t thread = 0; thread < 5; ++thread) basp::layout::sum_unpack_task(a, task, thread, 5);
+      }
+    };
+    exchange(true);
+    for (int64_t m = 0; m < k; ++m)
+      for (int64_t b = 0; b < base.b_loc; ++b)
+        for (int64_t s = 0; s < base.seq_len; ++s)
+          for (int64_t i = 0; i < ref.hc(m); ++i)
+            for (int64_t d = 0; d < base.head_dim; ++d)
+              for (int64_t e = 0; e < base.elem; ++e)
+                REQUIRE(head[m][ref.head_index(m, b, s, i, d) * base.elem + e] ==
+                        std::byte{pattern_byte(seed, 0, b, s, ref.heads[m].begin + i, d, e)});
+    const bool summing = base.replicated();
+    auto contribution = [&](int64_t m, int64_t b, int64_t s, int64_t h, int64_t d) {
+      return static_cast<int32_t>(pattern_byte(seed, 1, m, b, s, h, d) % 17) - 8;
+    };
+    if (summing) {
+      for (int64_t m = 0; m < k; ++m)
+        for (int64_t b = 0; b < base.b_loc; ++b)
+          for (int64_t s = 0; s < base.seq_len; ++s)
+            for (int64_t i = 0; i < ref.hc(m); ++i)
+              for (int64_t d = 0; d < base.head_dim; ++d)
+                basp::test::write_small_int(dtype, head[m].data() + ref.head_index(m, b, s, i, d) * base.elem,
+                                            contribution(m, b, s, ref.heads[m].begin + i, d));
+    }
+    exchange(false);
+    for (int64_t l = 0; l < k; ++l) {
+      if (!summing) {
+        REQUIRE(back[l] == seq[l]);
+        continue;
+      }
+      std::vector<std::byte> want(static_cast<size_t>(base.elem));
+      for (int64_t b = 0; b < base.b_loc; ++b)
+        for (int64_t s = 0; s < ref.tc(l); ++s)
+          for (int64_t h = 0; h < base.heads; ++h)
+            for (int64_t d = 0; d < base.head_dim; ++d) {
+              int32_t sum = 0;
+              for (int64_t m = 0; m < k; ++m) {
+                if (ref.heads[m].holds(h)) sum += contribution(m, b, ref.tok[l] + s, h, d);
+              }
+              basp::test::write_small_int(dtype, want.data(), sum);
+              REQUIRE(std::memcmp(back[l].data() + ref.seq_index(l, b, s, h, d) * base.elem, want.data(),
+                                  static_cast<size_t>(base.elem)) == 0);
+            }
     }
   }
 }

@@ -15,6 +15,15 @@ __global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const RowCopyArg
   }
 }
 
+constexpr int kSumThreads = 64;  // threads per (row, head) task: the head's elements, strided
+
+__global__ void __launch_bounds__(kSumThreads) sum_unpack_kernel(const SumUnpackArgs args) {
+  const int64_t tasks = args.num_tasks();
+  for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    sum_unpack_task(args, task, static_cast<int32_t>(threadIdx.x), kSumThreads);
+  }
+}
+
 // One wave of resident CTAs: the grid-stride loop then spreads the tiles evenly, with no partial last wave.
 // Cached per device (the occupancy query is not free and the answer never changes).
 cudaError_t resident_blocks(int device, int* blocks) {
@@ -77,6 +86,20 @@ cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspa
 cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
                                  void* const* seq, cudaStream_t stream) {
   return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kSeq, false, seq, wire), stream);
+}
+
+cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream) {
+  const int64_t tasks = args.num_tasks();
+  if (tasks == 0) return cudaSuccess;
+  int device = 0;
+  cudaError_t rc = cudaGetDevice(&device);
+  if (rc != cudaSuccess) return rc;
+  int sms = 0;
+  rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (rc != cudaSuccess) return rc;
+  const int64_t blocks = std::min<int64_t>(tasks, static_cast<int64_t>(sms) * 16);
+  sum_unpack_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(args);
+  return cudaGetLastError();
 }
 
 }  // namespace basp::layout::cuda

@@ -27,4 +27,7 @@ cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspa
 cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
                                  void* const* seq, cudaStream_t stream);
 
+// The summing gather's unpack of one tensor (layout/row_copy.h, SumUnpackArgs): one task per (row, head).
+cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream);
+
 }  // namespace basp::layout::cuda

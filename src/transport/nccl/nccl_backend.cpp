@@ -1,5 +1,6 @@
 #include "transport/nccl/nccl_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -17,7 +18,12 @@ NcclGroupTransport::NcclGroupTransport(std::shared_ptr<GroupComm> comm, const Gr
 std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::ExchangePlan& plan,
                                                                 const PlanContext& context) {
   (void)context;  // NCCL executes only enqueue: no control messages to tag
-  return nccl::make_executor(comm_, plan);
+  ExecutorOptions options;
+  const char* check = std::getenv("BASP_CHECK_TOKENS");
+  options.check_tokens = check != nullptr && std::strcmp(check, "1") == 0;
+  options.where = spec_.where;
+  options.timeout_ms = spec_.timeout_ms;
+  return nccl::make_executor(comm_, plan, options);
 }
 
 void NcclGroupTransport::connect(const detail::Deadline& deadline) {

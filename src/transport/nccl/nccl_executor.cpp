@@ -2,8 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/cuda_check.h"
 #include "common/error.h"
@@ -57,8 +60,8 @@ class AllToAllPath final : public DevicePath {
       : plan_(plan), workspace_(layout::make_packed_workspace(plan.tensors.data(), plan.num_tensors())) {
     DeviceScope scope(device);
     check_launch(layout::cuda::prepare_row_copy(), "preparing the pack/unpack kernel");
-    send_ = DeviceBuffer(workspace_.bytes(plan_.group_size));
-    recv_ = DeviceBuffer(workspace_.bytes(plan_.group_size));
+    send_ = DeviceBuffer(workspace_.bytes());
+    recv_ = DeviceBuffer(workspace_.bytes());
   }
   basp_path_t id() const override { return BASP_PATH_NCCL; }
   int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
@@ -82,11 +85,107 @@ class AllToAllPath final : public DevicePath {
  private:
   // Every peer block has the same size: one all-to-all moves every tensor.
   void exchange(ncclComm_t comm, cudaStream_t s) {
-    alltoall_bytes(send_.get(), recv_.get(), static_cast<size_t>(workspace_.peer_stride), comm, s);
+    alltoall_bytes(send_.get(), recv_.get(), static_cast<size_t>(workspace_.peer_stride[0]), comm, s);
   }
 
   const plan::ExchangePlan& plan_;
   layout::PackedWorkspace workspace_;
+  DeviceBuffer send_;
+  DeviceBuffer recv_;
+};
+
+// Any shape (docs/gpu.md): the chunks of every (tensor, peer) pair have their own sizes, so they travel as grouped
+// ncclSend/ncclRecv between the slotted send and receive workspaces (layout/packed_workspace.h), sized at the
+// plan's capacity; every launch and every NCCL call takes its counts from the call's geometry, so an execute of a
+// fixed T can be captured in a CUDA graph. A tensor whose heads are replicated is unpacked by the summing kernel.
+class GeneralPath final : public DevicePath {
+ public:
+  GeneralPath(const plan::ExchangePlan& plan, int device)
+      : plan_(plan), workspace_(layout::make_slotted_workspace(plan.tensors.data(), plan.num_tensors())) {
+    DeviceScope scope(device);
+    check_launch(layout::cuda::prepare_row_copy(), "preparing the pack/unpack kernel");
+    send_ = DeviceBuffer(std::max<int64_t>(workspace_.bytes(), 16));
+    recv_ = DeviceBuffer(std::max<int64_t>(workspace_.bytes(), 16));
+  }
+  basp_path_t id() const override { return BASP_PATH_NCCL; }
+  int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
+
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+               cudaStream_t s) override {
+    const int32_t n = geometries(tokens);
+    check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_.get(), s), "scatter: pack");
+    exchange(/*scatter=*/true, n, comm, s);
+    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
+  }
+
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+              cudaStream_t s) override {
+    const int32_t n = geometries(tokens);
+    check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_.get(), s), "gather: pack");
+    exchange(/*scatter=*/false, n, comm, s);
+    // Tensors without replicated heads in one row-copy launch (a replicated one gets no rows there), then the
+    // summing unpack of each replicated one.
+    layout::Geometry plain[BASP_MAX_TENSORS];
+    void* plain_out[BASP_MAX_TENSORS] = {};
+    for (int32_t t = 0; t < n; ++t) {
+      plain[t] = geom_[t];
+      if (geom_[t].replicated()) {
+        plain[t].b_loc = 0;
+      } else {
+        plain_out[t] = outputs[t];
+      }
+    }
+    check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_.get(), plain_out, s), "gather: unpack");
+    for (int32_t t = 0; t < n; ++t) {
+      if (!geom_[t].replicated()) continue;
+      layout::SumUnpackArgs a;
+      a.geom = geom_[t];
+      a.tensor = t;
+      a.dtype = plan_.spec.dtype;
+      a.seq = static_cast<unsigned char*>(outputs[t]);
+      a.wire = reinterpret_cast<const unsigned char*>(recv_.get());
+      a.workspace = workspace_;
+      check_launch(layout::cuda::launch_sum_unpack(a, s), "gather: summing unpack");
+    }
+  }
+
+ private:
+  int32_t geometries(int64_t tokens) {
+    const int32_t n = plan_.num_tensors();
+    for (int32_t t = 0; t < n; ++t) geom_[t] = plan_.at(t, tokens);
+    return n;
+  }
+
+  // Scatter: this rank's rows of peer j's heads go out, peer j's rows of this rank's heads come in; a gather the
+  // other way round. Chunks of no bytes are not sent.
+  void exchange(bool scatter, int32_t n, ncclComm_t comm, cudaStream_t s) {
+    const int64_t k = plan_.group_size;
+    const int64_t me = plan_.position;
+    auto* send = static_cast<std::byte*>(send_.get());
+    auto* recv = static_cast<std::byte*>(recv_.get());
+    BASP_NCCL_CHECK(ncclGroupStart());
+    for (int32_t t = 0; t < n; ++t) {
+      const layout::Geometry& g = geom_[t];
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t out = scatter ? g.chunk_bytes(me, j) : g.chunk_bytes(j, me);
+        const int64_t in = scatter ? g.chunk_bytes(j, me) : g.chunk_bytes(me, j);
+        const auto peer = static_cast<int>(j);
+        if (out > 0) {
+          BASP_NCCL_CHECK(
+              ncclSend(send + workspace_.chunk_offset(t, j), static_cast<size_t>(out), ncclUint8, peer, comm, s));
+        }
+        if (in > 0) {
+          BASP_NCCL_CHECK(
+              ncclRecv(recv + workspace_.chunk_offset(t, j), static_cast<size_t>(in), ncclUint8, peer, comm, s));
+        }
+      }
+    }
+    BASP_NCCL_CHECK(ncclGroupEnd());
+  }
+
+  const plan::ExchangePlan& plan_;
+  layout::PackedWorkspace workspace_;
+  layout::Geometry geom_[BASP_MAX_TENSORS];
   DeviceBuffer send_;
   DeviceBuffer recv_;
 };
@@ -98,16 +197,18 @@ class NcclExecutor final : public PlanExecutor {
     if (options.local_copy_when_alone && plan_.group_size == 1) {
       path_ = std::make_unique<LocalCopyPath>(plan_);
     } else {
-      // The device path exchanges the textbook shape only, for now (docs/gpu.md): every chunk the same size.
-      for (const layout::Geometry& g : plan_.tensors) {
-        BASP_CHECK(g.uniform() && !plan_.spec.thd(), BASP_ERROR_UNSUPPORTED,
-                   "the NCCL backend exchanges only shapes whose sequence length and head counts the group size (", g.k,
-                   ") divides, with every tensor query-like and not THD; seq_len ", g.seq_len, ", num_heads ", g.heads,
-                   " (following ", g.split_heads, "), layout ", plan_.spec.layout,
-                   ": use the MPI backend for this shape");
+      // The textbook shape (every chunk the same size): one ncclAlltoAll; any other: grouped send/recv.
+      bool uniform = !plan_.spec.thd();
+      for (const layout::Geometry& g : plan_.tensors) uniform = uniform && g.uniform();
+      if (uniform) {
+        path_ = std::make_unique<AllToAllPath>(plan_, comm_->device());
+      } else {
+        path_ = std::make_unique<GeneralPath>(plan_, comm_->device());
       }
-      path_ = std::make_unique<AllToAllPath>(plan_, comm_->device());
     }
+    check_tokens_ = options.check_tokens && plan_.spec.thd() && plan_.group_size > 1;
+    where_ = options.where;
+    timeout_ms_ = options.timeout_ms;
   }
 
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
@@ -117,6 +218,7 @@ class NcclExecutor final : public PlanExecutor {
 
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     ncclComm_t comm = comm_->get("scatter");
+    if (check_tokens_) agree_on_tokens("basp_scatter_tokens", tokens);
     DeviceScope scope(comm_->device());
     path_->scatter(tokens, inputs, outputs, comm, static_cast<cudaStream_t>(stream));
     last_path_.store(path_->id(), std::memory_order_relaxed);
@@ -124,15 +226,35 @@ class NcclExecutor final : public PlanExecutor {
 
   void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     ncclComm_t comm = comm_->get("gather");
+    if (check_tokens_) agree_on_tokens("basp_gather_tokens", tokens);
     DeviceScope scope(comm_->device());
     path_->gather(tokens, inputs, outputs, comm, static_cast<cudaStream_t>(stream));
     last_path_.store(path_->id(), std::memory_order_relaxed);
   }
 
  private:
+  // BASP_CHECK_TOKENS=1 (debugging): every rank of the group must pass the same T, checked by a host-side
+  // all-gather before anything is enqueued. Blocks the calling thread until the group's ranks arrive.
+  void agree_on_tokens(const char* call, int64_t tokens) {
+    const auto k = static_cast<size_t>(plan_.group_size);
+    std::vector<int64_t> all(k);
+    comm_->allgather(&tokens, sizeof tokens, all.data(), std::string("the token-count check of ") + call, where_,
+                     detail::Deadline(timeout_ms_));
+    for (size_t j = 0; j < k; ++j) {
+      if (all[j] == tokens) continue;
+      std::string counts;
+      for (size_t i = 0; i < k; ++i) counts += (i ? ", " : "") + std::to_string(all[i]);
+      detail::fail(BASP_ERROR_MISMATCH, call, ": the ranks of ", where_,
+                   " passed different token counts (by position: ", counts, "); BASP_CHECK_TOKENS=1 found it");
+    }
+  }
+
   std::shared_ptr<GroupComm> comm_;
   plan::ExchangePlan plan_;
   std::unique_ptr<DevicePath> path_;
+  bool check_tokens_ = false;
+  std::string where_;
+  int64_t timeout_ms_ = BASP_DEFAULT_TIMEOUT_MS;
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
 };
 

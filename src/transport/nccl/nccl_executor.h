@@ -1,12 +1,15 @@
 // The NCCL backend's plan executor: device memory, the plan's path fixed at creation, like the MPI backend's.
 //   local  K = 1: the two layouts of a tensor are the same bytes: one device-to-device copy per tensor.
 //   nccl   one pack launch for all tensors, one ncclAlltoAll of peer_stride bytes per peer between two device
-//          buffers laid out as layout::PackedWorkspace, one unpack launch.
+//          buffers laid out as layout::PackedWorkspace, one unpack launch (the textbook shape); any other shape:
+//          grouped ncclSend/ncclRecv of each (tensor, peer) chunk, and the summing unpack of replicated heads.
 // An execute only enqueues on the caller's stream: no host synchronisation, no allocation, no communicator
 // creation, no control round, so it can be captured in a CUDA graph.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "plan/exchange.h"
 #include "transport/nccl/nccl_group_comm.h"
@@ -18,6 +21,10 @@ struct ExecutorOptions {
   // K = 1: the local path instead of pack -> ncclAlltoAll -> unpack. The tests turn it off to drive the whole
   // exchange path through NCCL on a single GPU.
   bool local_copy_when_alone = true;
+  // BASP_CHECK_TOKENS=1 at plan creation: a host-side agreement on each THD execute's token count (debugging).
+  bool check_tokens = false;
+  std::string where;  // the group, for messages
+  int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
 };
 
 std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
