@@ -50,7 +50,7 @@ STATUS_COUNT = 15  # BASP_STATUS_COUNT
 BACKEND_COUNT = 2  # BASP_BACKEND_COUNT
 PLACEMENT_COUNT = 3  # BASP_PLACEMENT_COUNT
 PATH_COUNT = 7  # BASP_PATH_COUNT
-LAYOUT_COUNT = 2  # BASP_LAYOUT_COUNT
+LAYOUT_COUNT = 3  # BASP_LAYOUT_COUNT
 # Not members of Dtype, which lists element types only: UNSET is what BASP_PLAN_DESC_INITIALIZER leaves in dtype.
 DTYPE_UNSET = 9  # BASP_DTYPE_UNSET (before 0.2 this value was BASP_DTYPE_COUNT)
 DTYPE_COUNT = 10  # BASP_DTYPE_COUNT: one past the last value
@@ -82,13 +82,16 @@ class Path(enum.IntEnum):
 
 
 class Layout(enum.IntEnum):
-    """basp_layout_t."""
+    """basp_layout_t. THD: one packed stream of T tokens per group, [T, H, D]; the plan is made for a token
+    capacity and each scatter/gather passes its T (num_tokens)."""
     BSHD = 0
     SBHD = 1
+    THD = 2
 
 
 class Dtype(enum.IntEnum):
-    """basp_dtype_t: the library only uses the element size."""
+    """basp_dtype_t: the element size; FP16, BF16, FP32 and FP64 can also be summed (the gather of a head several
+    ranks hold)."""
     BYTE = 0
     FP8_E4M3 = 1
     FP8_E5M2 = 2
@@ -191,11 +194,14 @@ class PlanDesc(_Versioned):
         ("num_tensors", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
         ("num_heads", ctypes.c_int64 * MAX_TENSORS),
+        # Appended in 0.3 (the first layout ends here, at 112 bytes): GQA routing and THD.
+        ("query_heads", ctypes.c_int64 * MAX_TENSORS),
+        ("token_capacity", ctypes.c_int64),
     ]
     _magic = PLAN_DESC_MAGIC
     _version = PLAN_DESC_VERSION
     _defaults = {"layout": Layout.BSHD, "dtype": DTYPE_UNSET, "seq_len": -1, "head_dim": -1, "num_tensors": 0,
-                 "reserved0": 0}
+                 "reserved0": 0, "token_capacity": 0}
 
 
 class PlanInfoStruct(_Versioned):
@@ -223,6 +229,14 @@ class PlanInfoStruct(_Versioned):
         ("head_end", ctypes.c_int64 * MAX_TENSORS),
         ("plan_path", ctypes.c_int32),
         ("reserved1", ctypes.c_int32),
+        # Appended in 0.3 (the 0.2 layout ends here, at 1112 bytes): splits, token range, capacity, replication.
+        ("split_begin", ctypes.c_int64 * MAX_TENSORS),
+        ("split_end", ctypes.c_int64 * MAX_TENSORS),
+        ("token_begin", ctypes.c_int64),
+        ("token_end", ctypes.c_int64),
+        ("token_capacity", ctypes.c_int64),
+        ("replicated", ctypes.c_int32),
+        ("reserved2", ctypes.c_int32),
     ]
     _magic = PLAN_INFO_MAGIC
     _version = PLAN_INFO_VERSION
@@ -256,6 +270,21 @@ class OobStruct(_Versioned):
     _magic = OOB_MAGIC
     _version = OOB_VERSION
     _defaults = {"rank": -1, "num_ranks": 0}
+
+
+# Functions of 0.3 (a libbasp without them raises BASP_ERROR_UNSUPPORTED when a call needs them), as
+# name -> (restype, argtypes); basp._library declares them when the library has them. test_abi.py compares each with
+# the header's prototype (abi_layout.c checks that the spelling it prints is the function's type).
+_c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+FUNCTION_PROTOTYPES = {
+    # basp_status_t basp_split(int64_t items, int32_t parts, int32_t index, int64_t* begin, int64_t* end)
+    "basp_split": (ctypes.c_int, [ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
+                                  ctypes.POINTER(ctypes.c_int64)]),
+    # basp_status_t basp_scatter_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs,
+    #                                   void* const* outputs, void* stream), and basp_gather_tokens alike
+    "basp_scatter_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
+    "basp_gather_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
+}
 
 
 # struct name in basp.h -> its mirror, for the ABI test.

@@ -47,6 +47,7 @@ _OPTIONAL_PROTOTYPES = {
     "basp_comm_create_oob": (ctypes.c_int, [ctypes.POINTER(_abi.OobStruct), ctypes.POINTER(_abi.CommConfig),
                                             _c_void_pp]),
 }
+_OPTIONAL_PROTOTYPES.update(_abi.FUNCTION_PROTOTYPES)  # 0.3: basp_split, basp_scatter_tokens, basp_gather_tokens
 
 
 def _candidates() -> List[str]:
@@ -149,6 +150,14 @@ def version() -> Tuple[int, int, int]:
     v = [ctypes.c_int(-1) for _ in range(3)]
     check(lib().basp_get_version(*[ctypes.byref(x) for x in v]))
     return tuple(x.value for x in v)
+
+
+def split(items: int, parts: int, index: int, where: str) -> Tuple[int, int]:
+    """basp_split: [begin, end) of position `index` when `items` are split over `parts` positions as
+    torch.tensor_split does (the first items % parts positions get one more)."""
+    begin, end = ctypes.c_int64(0), ctypes.c_int64(0)
+    check(require("basp_split", where)(int(items), int(parts), int(index), ctypes.byref(begin), ctypes.byref(end)))
+    return begin.value, end.value
 
 
 def pointer_array(pointers: Sequence[Optional[int]]) -> ctypes.Array:

@@ -33,6 +33,13 @@ static void print_bytes(const void* p, size_t n) {
 #else
 #define SAME_TYPE(a, b) ((void)0)
 #endif
+/* A function's prototype, likewise checked against its declaration in basp.h. */
+#define FUNCTION(f, ret, args, sep)                            \
+  do {                                                         \
+    typedef ret(*proto_t) args;                                \
+    SAME_TYPE(__typeof__(&f), proto_t);                        \
+    printf("    \"%s\": \"%s %s\"%s\n", #f, #ret, #args, sep); \
+  } while (0)
 #define PROTOTYPE(T, f, ret, args, sep)                               \
   do {                                                                \
     typedef ret(*proto_t) args;                                       \
@@ -82,7 +89,9 @@ int main(void) {
   FIELD(basp_plan_desc_v1, head_dim, ",");
   FIELD(basp_plan_desc_v1, num_tensors, ",");
   FIELD(basp_plan_desc_v1, reserved0, ",");
-  FIELD(basp_plan_desc_v1, num_heads, "");
+  FIELD(basp_plan_desc_v1, num_heads, ",");
+  FIELD(basp_plan_desc_v1, query_heads, ",");
+  FIELD(basp_plan_desc_v1, token_capacity, "");
   STRUCT_END();
 
   STRUCT_BEGIN(basp_plan_info_v1, BASP_PLAN_INFO_INITIALIZER, 0);
@@ -106,7 +115,14 @@ int main(void) {
   FIELD(basp_plan_info_v1, head_begin, ",");
   FIELD(basp_plan_info_v1, head_end, ",");
   FIELD(basp_plan_info_v1, plan_path, ",");
-  FIELD(basp_plan_info_v1, reserved1, "");
+  FIELD(basp_plan_info_v1, reserved1, ",");
+  FIELD(basp_plan_info_v1, split_begin, ",");
+  FIELD(basp_plan_info_v1, split_end, ",");
+  FIELD(basp_plan_info_v1, token_begin, ",");
+  FIELD(basp_plan_info_v1, token_end, ",");
+  FIELD(basp_plan_info_v1, token_capacity, ",");
+  FIELD(basp_plan_info_v1, replicated, ",");
+  FIELD(basp_plan_info_v1, reserved2, "");
   STRUCT_END();
 
   /* Function pointers: offset and size here, NULL in the initializer's bytes, prototypes below. */
@@ -127,6 +143,13 @@ int main(void) {
   PROTOTYPE(basp_oob_v1, allgather_start, int, (void*, const void*, void*, size_t, void**), ",");
   PROTOTYPE(basp_oob_v1, allgather_test, int, (void*, void*), ",");
   PROTOTYPE(basp_oob_v1, allgather_free, int, (void*, void*), "");
+  printf("},\n");
+
+  /* The functions of 0.3 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
+  printf("\"functions\": {\n");
+  FUNCTION(basp_split, basp_status_t, (int64_t, int32_t, int32_t, int64_t*, int64_t*), ",");
+  FUNCTION(basp_scatter_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
+  FUNCTION(basp_gather_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), "");
   printf("},\n");
 
   printf("\"constants\": {\n");
@@ -183,6 +206,7 @@ int main(void) {
   CONST(BASP_PATH_COUNT, ",");
   CONST(BASP_LAYOUT_BSHD, ",");
   CONST(BASP_LAYOUT_SBHD, ",");
+  CONST(BASP_LAYOUT_THD, ",");
   CONST(BASP_LAYOUT_COUNT, ",");
   CONST(BASP_DTYPE_BYTE, ",");
   CONST(BASP_DTYPE_FP8_E4M3, ",");

@@ -69,6 +69,38 @@ def test_callback_prototypes():
         check.equal(spell(ftype), C["prototypes"][name].replace("const ", ""), "prototype of %s" % name)
 
 
+# C spellings in the functions' prototypes -> what ctypes can tell apart (basp_status_t is int-sized: test_constants).
+C_CANONICAL = {"int": "int32", "int32_t": "int32", "int64_t": "int64", "basp_status_t": "int32", "void*": "void*",
+               "basp_plan_t": "void*", "int64_t*": "ptr(int64)", "const void* const*": "ptr(void*)",
+               "void* const*": "ptr(void*)"}
+
+
+def canonical(ctype):
+    """A ctypes type as C_CANONICAL spells it (ctypes.c_int32 is c_int on Linux, so sizes, not names)."""
+    if ctype is ctypes.c_void_p:
+        return "void*"
+    if hasattr(ctype, "contents"):  # a POINTER(...) type
+        return "ptr(%s)" % canonical(ctype._type_)
+    return "int%d" % (8 * ctypes.sizeof(ctype))
+
+
+def test_function_prototypes():
+    check.equal(set(_abi.FUNCTION_PROTOTYPES), set(C["functions"]), "functions with a declared prototype")
+    for name, (restype, argtypes) in _abi.FUNCTION_PROTOTYPES.items():
+        ret, args = C["functions"][name].split(" ", 1)
+        c_args = [C_CANONICAL.get(a.strip(), "?" + a) for a in args.strip("()").split(",")]
+        check.equal([canonical(restype)] + [canonical(t) for t in argtypes], [C_CANONICAL.get(ret, "?")] + c_args,
+                    "prototype of %s" % name)
+        fn = getattr(basp._library.lib(), name)
+        check.equal((fn.restype, fn.argtypes), (restype, argtypes), "%s declared on the loaded library" % name)
+    begin, end = ctypes.c_int64(-1), ctypes.c_int64(-1)
+    results = []
+    for j in range(4):
+        check.equal(basp._library.lib().basp_split(10, 4, j, ctypes.byref(begin), ctypes.byref(end)), 0, "split")
+        results.append((begin.value, end.value))
+    check.equal(results, [(0, 3), (3, 6), (6, 8), (8, 10)], "basp_split(10, 4, j) is tensor_split's")
+
+
 def test_callbacks_default_null_and_can_be_called():
     oob = basp.OobStruct()
     check.true(not any((oob.allgather_start, oob.allgather_test, oob.allgather_free)), "callbacks start NULL")
