@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <new>
 
 #include "layout/sum_rows.h"
 
@@ -87,64 +88,117 @@ int64_t stream_block(const Geometry& g) {
 
 }  // namespace
 
+namespace {
+
+// What one row-major pass needs of position j, worked out once per call instead of once per row (the splits cost
+// a few divisions each): its heads, its row bytes, whether its first and last heads are shared with neighbours,
+// and where its rows start on the head side.
+struct Peer {
+  int64_t lo = 0, hi = 0;  // its heads [lo, hi)
+  int64_t rb = 0;          // bytes of its rows
+  bool shared_lo = false, shared_hi = false;
+  int64_t tb = 0, tc = 0;  // `me`'s tokens: where they start and how many (head side of position j)
+  std::byte* base = nullptr;
+  bool tensor = false;
+
+  Peer(const Geometry& g, int64_t j, const RowPlace& place) : base(place.base), tensor(place.tensor) {
+    lo = g.head_begin(j);
+    hi = g.head_end(j);
+    rb = g.head_row_bytes(j);
+    const bool may_share = g.split_heads != g.heads && hi > lo;
+    shared_lo = may_share && g.first_holder(lo) != g.last_holder(lo);
+    shared_hi = may_share && hi - 1 != lo && g.first_holder(hi - 1) != g.last_holder(hi - 1);
+    tb = g.tok_begin(g.me);
+    tc = g.tok_count(g.me);
+  }
+  // Row r of `me`'s chunk in position j's head tensor, or in the packed chunk.
+  std::byte* row(const Geometry& g, int64_t r) const {
+    if (!tensor) return base + r * rb;
+    const int64_t rows = g.token_major() ? tb * g.b_loc + r : (r / tc) * g.seq_len + tb + r % tc;
+    return base + rows * rb;
+  }
+};
+
+// Positions are worked out into a small array on the stack when the group is not larger (no allocation on the
+// execute path), and on the fly otherwise.
+constexpr int64_t kPeerCache = 64;
+
+template <typename Body>
+void with_peers(const Geometry& g, const RowPlace* places, Body body) {
+  if (g.k <= kPeerCache) {
+    alignas(Peer) unsigned char storage[kPeerCache * sizeof(Peer)];
+    Peer* peers = reinterpret_cast<Peer*>(storage);
+    for (int64_t j = 0; j < g.k; ++j) new (&peers[j]) Peer(g, j, places[j]);
+    body([&](int64_t j) -> const Peer& { return peers[j]; });
+    return;
+  }
+  body([&](int64_t j) { return Peer(g, j, places[j]); });
+}
+
+}  // namespace
+
 void seq_to_place(const Geometry& g, const std::byte* seq, RowPlace place, int64_t j) {
+  const Peer p(g, j, place);
   copy_runs(
-      g.seq_rows(g.me), g.head_row_bytes(j), [&](int64_t r) { return place.row(g, j, r); },
-      [&](int64_t r) { return seq + g.seq_row_offset(r, j); });
+      g.seq_rows(g.me), p.rb, [&](int64_t r) { return p.row(g, r); },
+      [&](int64_t r) { return seq + r * g.seq_row_bytes() + p.lo * g.dim_bytes(); });
 }
 
 void place_to_seq(const Geometry& g, RowPlace place, std::byte* seq, int64_t j) {
+  const Peer p(g, j, place);
   copy_runs(
-      g.seq_rows(g.me), g.head_row_bytes(j), [&](int64_t r) { return seq + g.seq_row_offset(r, j); },
-      [&](int64_t r) { return static_cast<const std::byte*>(place.row(g, j, r)); });
+      g.seq_rows(g.me), p.rb, [&](int64_t r) { return seq + r * g.seq_row_bytes() + p.lo * g.dim_bytes(); },
+      [&](int64_t r) { return static_cast<const std::byte*>(p.row(g, r)); });
 }
 
 void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming) {
   const int64_t rows = g.seq_rows(g.me);
   const int64_t block = stream_block(g);
-  for (int64_t b0 = 0; b0 < rows; b0 += block) {
-    const int64_t b1 = b0 + block < rows ? b0 + block : rows;
-    for (int64_t j = 0; j < g.k; ++j) {
-      const int64_t rb = g.head_row_bytes(j);
-      if (rb == 0) continue;
-      for (int64_t r = b0; r < b1; ++r) copy_bytes(places[j].row(g, j, r), seq + g.seq_row_offset(r, j), rb, streaming);
+  const int64_t db = g.dim_bytes();
+  with_peers(g, places, [&](auto peer) {
+    for (int64_t b0 = 0; b0 < rows; b0 += block) {
+      const int64_t b1 = b0 + block < rows ? b0 + block : rows;
+      for (int64_t j = 0; j < g.k; ++j) {
+        const Peer& p = peer(j);
+        if (p.rb == 0) continue;
+        for (int64_t r = b0; r < b1; ++r) {
+          copy_bytes(p.row(g, r), seq + r * g.seq_row_bytes() + p.lo * db, p.rb, streaming);
+        }
+      }
     }
-  }
+  });
   if (streaming) stream_fence();
 }
 
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming) {
   const int64_t rows = g.seq_rows(g.me);
   const int64_t db = g.dim_bytes();
-  const bool may_share = g.split_heads != g.heads;
-  auto shared = [&](int64_t h) { return may_share && g.first_holder(h) != g.last_holder(h); };
-  for (int64_t r = 0; r < rows; ++r) {
-    std::byte* out = seq + r * g.seq_row_bytes();
-    for (int64_t j = 0; j < g.k; ++j) {
-      const int64_t lo = g.head_begin(j);
-      const int64_t hi = g.head_end(j);
-      if (lo == hi) continue;
-      const std::byte* in = places[j].row(g, j, r);
-      const bool shared_lo = shared(lo);
-      const bool shared_hi = hi - 1 != lo && shared(hi - 1);
-      const int64_t run_begin = lo + (shared_lo ? 1 : 0);
-      const int64_t run_end = hi - (shared_hi ? 1 : 0);
-      if (run_end > run_begin) {
-        copy_bytes(out + run_begin * db, in + (run_begin - lo) * db, (run_end - run_begin) * db, streaming);
-      }
-      // A head several positions hold is summed once, by its first holder's turn, over all its holders.
-      for (const int64_t h : {shared_lo ? lo : int64_t{-1}, shared_hi ? hi - 1 : int64_t{-1}}) {
-        if (h < 0 || g.first_holder(h) != j) continue;
-        const int64_t first = g.first_holder(h);
-        auto source = [&](int32_t c) {
-          const int64_t p = first + c;
-          return reinterpret_cast<const unsigned char*>(places[p].row(g, p, r) + (h - g.head_begin(p)) * db);
-        };
-        sum_elements(dtype, reinterpret_cast<unsigned char*>(out + h * db), source,
-                     static_cast<int32_t>(g.last_holder(h) - first + 1), g.head_dim);
+  with_peers(g, places, [&](auto peer) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::byte* out = seq + r * g.seq_row_bytes();
+      for (int64_t j = 0; j < g.k; ++j) {
+        const Peer& p = peer(j);
+        if (p.lo == p.hi) continue;
+        const std::byte* in = p.row(g, r);
+        const int64_t run_begin = p.lo + (p.shared_lo ? 1 : 0);
+        const int64_t run_end = p.hi - (p.shared_hi ? 1 : 0);
+        if (run_end > run_begin) {
+          copy_bytes(out + run_begin * db, in + (run_begin - p.lo) * db, (run_end - run_begin) * db, streaming);
+        }
+        // A head several positions hold is summed once, in its first holder's turn, over all its holders.
+        for (const int64_t h : {p.shared_lo ? p.lo : int64_t{-1}, p.shared_hi ? p.hi - 1 : int64_t{-1}}) {
+          if (h < 0 || g.first_holder(h) != j) continue;
+          const int64_t first = j;
+          auto source = [&](int32_t c) {
+            const Peer& q = peer(first + c);
+            return reinterpret_cast<const unsigned char*>(q.row(g, r) + (h - q.lo) * db);
+          };
+          sum_elements(dtype, reinterpret_cast<unsigned char*>(out + h * db), source,
+                       static_cast<int32_t>(g.last_holder(h) - first + 1), g.head_dim);
+        }
       }
     }
-  }
+  });
   if (streaming) stream_fence();
 }
 
