@@ -3,9 +3,13 @@
     from mpi4py import MPI
     import basp
     comm = basp.Comm(MPI.COMM_WORLD, micro_batch=4)         # G = gcd(N, B) groups of K = N / G ranks
-    plan = comm.plan(seq_len=4096, head_dim=128, num_heads=[32, 8, 8], dtype=numpy.float32)
+    plan = comm.plan(seq_len=4096, head_dim=128, num_heads=[32, 8, 8], dtype=numpy.float32,
+                     query_heads=[0, 32, 32])                 # K/V follow the split of the 32 query heads (GQA)
     q_h, k_h, v_h = plan.scatter([q, k, v])                   # sequence-sharded -> head-sharded
     (out,) = plan.gather([out_h])                             # and back (with a one-tensor plan)
+
+Any sequence length and head counts (split as torch.tensor_split does), and packed streams (layout="thd",
+token_capacity=..., then scatter/gather(..., num_tokens=T)).
 
 Without MPI, basp.Comm.from_oob makes an NCCL-backend comm over any framework's all-gather (a basp.OobAllgather).
 The library is found through $BASP_LIBRARY, next to the installed package, or the dynamic linker's search.

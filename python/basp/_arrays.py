@@ -89,7 +89,7 @@ def basp_dtype(dtype: DtypeLike, name: str) -> int:
 
 class ArrayInfo:
     """kind ("numpy" | "torch"), shape, dtype (the library's own object), pointer, contiguous, writeable,
-    device ("cpu", "cuda:0", ...)."""
+    device ("cpu", "cuda:0", ...), empty (no element: its pointer goes to the library as NULL)."""
 
     def __init__(self, obj: Array, name: str) -> None:
         self.obj = obj
@@ -113,6 +113,7 @@ class ArrayInfo:
         else:
             raise invalid_argument("%s (a %s.%s) is neither a numpy.ndarray nor a torch.Tensor" % (
                 name, type(obj).__module__, type(obj).__name__))
+        self.empty = any(d == 0 for d in self.shape)
 
     @property
     def is_cuda(self) -> bool:

@@ -21,7 +21,8 @@ class RankInfo:
     """What one rank does (the paper's Algorithm 2): its group, its sequences and its token range.
 
     The rank holds sequences [first_sequence, first_sequence + num_sequences) of each micro-batch and, of each
-    of them, tokens [token_begin, token_end) (0, 0 when queried with seq_len 0).
+    of them, tokens [token_begin, token_end) (0, 0 when queried with seq_len 0): any S, split over the group's K
+    positions as torch.tensor_split does (the first S % K positions hold one token more; a position may hold none).
     """
 
     _FIELDS = ("world_size", "rank", "num_groups", "group_size", "group_index", "group_position", "micro_batch",
@@ -211,7 +212,8 @@ class Comm(CommHandle):
         return RankInfo(info)
 
     def shard(self, seq_len: int, rank: int = -1) -> RankInfo:
-        """The data-loader helper (Algorithm 2): the sequences and token range `rank` holds. Same as query."""
+        """The data-loader helper (Algorithm 2): the sequences and token range `rank` holds, for any seq_len (the
+        tokens split as torch.tensor_split does). Same as query."""
         return self.query(seq_len, rank)
 
     def group_ranks(self, group_index: Optional[int] = None) -> List[int]:
@@ -222,10 +224,11 @@ class Comm(CommHandle):
         _library.check(_library.lib().basp_comm_group_ranks(self._handle, g, ranks, capacity))
         return list(ranks)
 
-    def plan(self, seq_len: int, head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
-             layout: LayoutLike = Layout.BSHD) -> Plan:
-        """A basp.Plan on this comm (collective over the caller's group)."""
-        return Plan(self, seq_len, head_dim, num_heads, dtype, layout)
+    def plan(self, seq_len: Optional[int], head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
+             layout: LayoutLike = Layout.BSHD, query_heads: Optional[Sequence[Optional[int]]] = None,
+             token_capacity: Optional[int] = None) -> Plan:
+        """A basp.Plan on this comm (collective over the caller's group); arguments as basp.Plan's."""
+        return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity)
 
     def async_error(self) -> Optional[Error]:
         """None while the backend is healthy, else a basp.Error describing its asynchronous failure (NCCL)."""

@@ -1,8 +1,9 @@
 """Data-loader helpers (the paper's Algorithm 2): which sequences and tokens of a micro-batch a rank feeds.
 
 Every rank of group g takes the same B/G sequences [g*B/G, (g+1)*B/G) of each micro-batch; the rank at position
-l of the group keeps tokens [l*S/K, (l+1)*S/K) of each. The library answers the arithmetic (basp.Comm.shard);
-these helpers apply it to dataset indices and to a loaded micro-batch.
+l of the group keeps the l-th of K token ranges of each, split as torch.tensor_split does ([l*S/K, (l+1)*S/K) when
+K divides S; otherwise the first S % K positions hold one token more). The library answers the arithmetic
+(basp.Comm.shard); these helpers apply it to dataset indices and to a loaded micro-batch.
 
 A packed micro-batch of documents (THD) is shared out by assign_documents: whole documents to groups, then each
 group's packed stream split over its ranks (docs/packed.md).
@@ -32,11 +33,15 @@ def sequence_indices(info: RankInfo, step: int = 0) -> range:
 
 def local_shard(batch: Array, info: RankInfo, layout: Union[Layout, int, str] = Layout.BSHD) -> Array:
     """This rank's part of a whole micro-batch: `batch` (NumPy or PyTorch) is [B, S, ...] (BSHD) or [S, B, ...]
-    (SBHD) and the result, a contiguous copy, is [B/G, S/K, ...] or [S/K, B/G, ...]. Works for token ids
-    [B, S] as well as activations [B, S, H, D]. `info` must come from Comm.shard(S)."""
+    (SBHD) and the result, a contiguous copy, is [B/G, S_l, ...] or [S_l, B/G, ...], S_l = info.token_end -
+    info.token_begin (S/K when K divides S; any S works). Works for token ids [B, S] as well as activations
+    [B, S, H, D]. `info` must come from Comm.shard(S). A packed batch (THD) takes DocumentAssignment.pack."""
     a = _arrays.ArrayInfo(batch, "basp.data.local_shard: batch")
     if isinstance(layout, str):
         layout = Layout[layout.upper()]
+    if layout not in (Layout.BSHD, Layout.SBHD):
+        raise invalid_argument("basp.data.local_shard: layout (%r) is not BSHD or SBHD: a packed batch's slice comes "
+                               "from basp.data.assign_documents(...).pack" % (layout,))
     if info.seq_len <= 0:
         raise invalid_argument("basp.data.local_shard: info.seq_len (%d) is 0: query the comm with the sequence "
                                "length, comm.shard(seq_len)" % info.seq_len)

@@ -10,8 +10,8 @@ class Error(Exception):
     """A libbasp failure.
 
     status   the basp_status_t (a basp.Status when the value is known, else the raw int)
-    message  the library's basp_last_error() text ("basp_plan_create: num_heads[0] (6) is not divisible by
-             group size (4)"), or, for checks the binding makes before calling the library (shapes, dtypes,
+    message  the library's basp_last_error() text ("basp_plan_create: num_heads[1] (3) does not divide its
+             query head count (4)"), or, for checks the binding makes before calling the library (shapes, dtypes,
              contiguity, devices), a message in the same style naming the Python argument and its value.
     """
 

@@ -11,7 +11,7 @@ from ._arrays import Array, ArrayInfo, DtypeLike
 from ._handle import CommHandle, Handle
 from .errors import Error, invalid_argument
 
-LayoutLike = Union[Layout, int, str]  # a member, its int, or "bshd" / "sbhd"
+LayoutLike = Union[Layout, int, str]  # a member, its int, or "bshd" / "sbhd" / "thd"
 StreamLike = Any  # None, a torch.cuda.Stream or an int cudaStream_t
 Shape = Tuple[int, ...]
 
@@ -34,9 +34,10 @@ def _shapes(rows: Any, num_tensors: int, ndim: int) -> List[Shape]:
 
 
 class PlanInfo:
-    """basp_plan_query's answer: K, b_loc, S/K, workspace and traffic; per tensor its element counts, its shapes
-    on both sides (in the layout's own dimension order) and the heads this rank holds; the plan's path and the one
-    its last exchange took."""
+    """basp_plan_query's answer: K, b_loc, this rank's tokens, workspace and traffic; per tensor its element counts,
+    its shapes on both sides (in the layout's own dimension order), the heads this rank holds and the query heads
+    whose split they follow; whether a gather sums (replicated heads); the plan's path and the one its last exchange
+    took. THD plans report their shapes at the token capacity."""
 
     def __init__(self, struct: _abi.PlanInfoStruct) -> None:
         n = int(struct.num_tensors)
@@ -56,11 +57,28 @@ class PlanInfo:
         self.head_begin = [int(x) for x in struct.head_begin[:n]]
         self.head_end = [int(x) for x in struct.head_end[:n]]
         self.plan_path: Union[Path, int] = _enum_or_int(Path, struct.plan_path)
+        self.split_begin = [int(x) for x in struct.split_begin[:n]]
+        self.split_end = [int(x) for x in struct.split_end[:n]]
+        self.token_begin = int(struct.token_begin)
+        self.token_end = int(struct.token_end)
+        self.token_capacity = int(struct.token_capacity)
+        self.replicated = bool(struct.replicated)
 
     @property
     def head_ranges(self) -> List[range]:
         """Per tensor, the global heads this rank holds on the head-sharded side."""
         return [range(b, e) for b, e in zip(self.head_begin, self.head_end)]
+
+    @property
+    def split_ranges(self) -> List[range]:
+        """Per tensor, the heads whose split its heads follow that this rank holds: its own heads for a query-like
+        tensor, the query heads it serves for a key/value tensor (Plan's query_heads)."""
+        return [range(b, e) for b, e in zip(self.split_begin, self.split_end)]
+
+    @property
+    def tokens(self) -> slice:
+        """The tokens of each sequence this rank holds on the sequence-sharded side (THD: at the capacity)."""
+        return slice(self.token_begin, self.token_end)
 
     def __repr__(self) -> str:
         return "PlanInfo(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
@@ -102,11 +120,21 @@ def _head_counts(num_heads: Union[int, Sequence[int]]) -> List[int]:
     return counts
 
 
+def _query_head_counts(query_heads: Optional[Sequence[Optional[int]]], heads: List[int]) -> List[int]:
+    """query_heads as the descriptor takes it: one entry per tensor, 0 (or None) for a query-like tensor."""
+    if query_heads is None:
+        return [0] * len(heads)
+    if isinstance(query_heads, int) or len(query_heads) != len(heads):
+        raise invalid_argument("basp.Plan: query_heads (%r) must list one entry per tensor (num_heads %r): 0 for a "
+                               "query-like tensor, else the query head count it serves" % (query_heads, heads))
+    return [0 if q is None else int(q) for q in query_heads]
+
+
 def _layout_value(layout: LayoutLike) -> int:
     """A Layout, its int or its name -> int; unknown ints go to the library to be named there."""
     if isinstance(layout, str):
         if layout.upper() not in Layout.__members__:
-            raise invalid_argument("basp.Plan: layout (%r) is not 'bshd' or 'sbhd'" % layout)
+            raise invalid_argument("basp.Plan: layout (%r) is not 'bshd', 'sbhd' or 'thd'" % layout)
         return int(Layout[layout.upper()])
     return int(layout)
 
@@ -115,55 +143,82 @@ class Plan(Handle):
     """Collective over the caller's group of `comm`: `len(num_heads)` tensors of `seq_len` tokens (S, full
     sequence), `head_dim` (D) and `dtype`, tensor t having num_heads[t] heads (Q, K, V: [Hq, Hkv, Hkv]).
 
-    scatter: sequence-sharded [b_loc, S/K, H_t, D] -> head-sharded [b_loc, S, H_t/K, D]   (BSHD;
-    gather:  the exact inverse.                                                            SBHD swaps b and s)
+    Any S and head counts: tokens of each sequence and the heads of a query-like tensor are split over the K
+    positions of the group as torch.tensor_split does (the first X % K positions get one more; a position may get
+    none). query_heads[t] (default all 0) makes tensor t a key/value tensor serving that many query heads (a multiple
+    of num_heads[t]): its heads follow the query heads' split, so that each rank receives exactly the KV heads its
+    query heads read (Q, K, V of GQA: num_heads [Hq, Hkv, Hkv], query_heads [0, Hq, Hq]). A KV head may then be held
+    by several ranks (info.replicated), and the gather sums their contributions.
+
+    layout "thd": one packed stream of T tokens per group ([T, H, D]); seq_len is None (or token_capacity), the plan
+    is made for `token_capacity` tokens, and each scatter/gather passes its T as num_tokens (0 <= T <= capacity).
+
+    scatter: sequence-sharded [b_loc, S_l, H_t, D] -> head-sharded [b_loc, S, H_l, D]   (BSHD; SBHD swaps b and s;
+    gather:  its adjoint (summing replicated heads), the exact inverse when none is.     THD [T_l, H_t, D] and
+                                                                                         [T, H_l, D])
     """
 
     _destroy_name = "basp_plan_destroy"
     _close_order = 0  # before the comms
 
-    def __init__(self, comm: CommHandle, seq_len: int, head_dim: int, num_heads: Union[int, Sequence[int]],
-                 dtype: DtypeLike, layout: LayoutLike = Layout.BSHD) -> None:
+    def __init__(self, comm: CommHandle, seq_len: Optional[int], head_dim: int,
+                 num_heads: Union[int, Sequence[int]], dtype: DtypeLike, layout: LayoutLike = Layout.BSHD,
+                 query_heads: Optional[Sequence[Optional[int]]] = None,
+                 token_capacity: Optional[int] = None) -> None:
         if not isinstance(comm, CommHandle):
             raise invalid_argument("basp.Plan: comm (a %s) is not a basp.Comm" % type(comm).__name__)
         heads = _head_counts(num_heads)
+        queries = _query_head_counts(query_heads, heads)
         desc = _abi.PlanDesc(layout=_layout_value(layout), dtype=_arrays.basp_dtype(dtype, "basp.Plan: dtype"),
-                             seq_len=int(seq_len), head_dim=int(head_dim), num_tensors=len(heads))
-        for t, h in enumerate(heads):
+                             seq_len=-1 if seq_len is None else int(seq_len), head_dim=int(head_dim),
+                             num_tensors=len(heads),
+                             token_capacity=0 if token_capacity is None else int(token_capacity))
+        for t, (h, q) in enumerate(zip(heads, queries)):
             desc.num_heads[t] = h
+            desc.query_heads[t] = q
+        if any(queries) or desc.layout == Layout.THD:
+            # A library older than these fields would read the descriptor's first 112 bytes only and make another
+            # plan than the one asked for: refuse instead.
+            _library.require("basp_scatter_tokens", "basp.Plan (query_heads or layout THD)")
         handle = ctypes.c_void_p()
         _library.check(_library.lib().basp_plan_create(comm.handle, ctypes.byref(desc), ctypes.byref(handle)))
         self._adopt_handle(handle.value)
         try:
-            self._init_fields(comm, desc, heads)
+            self._init_fields(comm, desc, heads, queries)
         except BaseException:
             self.close()  # now, not whenever the garbage collector gets to a half-made plan
             raise
 
-    def _init_fields(self, comm: CommHandle, desc: _abi.PlanDesc, heads: List[int]) -> None:
+    def _init_fields(self, comm: CommHandle, desc: _abi.PlanDesc, heads: List[int], queries: List[int]) -> None:
         self.comm = comm
         self.backend: Union[Backend, int] = comm.backend
         self.layout = Layout(desc.layout)  # the library accepted them: known values
         self.dtype = _abi.Dtype(desc.dtype)
-        self.seq_len = int(desc.seq_len)
         self.head_dim = int(desc.head_dim)
         self.num_heads = heads
+        self.query_heads = queries
         self.info = self.query()
         _check_info(self.info, heads)
+        self.token_capacity = self.info.token_capacity  # 0 unless THD
+        self.seq_len = self.token_capacity if self.layout == Layout.THD else int(desc.seq_len)
         self._seq_shapes = self.info.seq_sharded_shapes
         self._head_shapes = self.info.head_sharded_shapes
+        rank = _abi.RankInfoStruct()
+        _library.check(_library.lib().basp_comm_query(comm.handle, -1, 0, ctypes.byref(rank)))
+        self._position = int(rank.group_position)
 
     @property
     def num_tensors(self) -> int:
         return len(self.num_heads)
 
-    def seq_sharded_shape(self, t: int = 0) -> Shape:
-        """Shape of tensor t on the sequence-sharded side (scatter input, gather output)."""
-        return self._seq_shapes[t]
+    def seq_sharded_shape(self, t: int = 0, num_tokens: Optional[int] = None) -> Shape:
+        """Shape of tensor t on the sequence-sharded side (scatter input, gather output); for a THD plan in a call
+        of `num_tokens` tokens (None: at the capacity, as the plan info reports it)."""
+        return self._call_shapes("basp.Plan.seq_sharded_shape", num_tokens, SEQ_SIDE)[t]
 
-    def head_sharded_shape(self, t: int = 0) -> Shape:
-        """Shape of tensor t on the head-sharded side (scatter output, gather input)."""
-        return self._head_shapes[t]
+    def head_sharded_shape(self, t: int = 0, num_tokens: Optional[int] = None) -> Shape:
+        """Shape of tensor t on the head-sharded side (scatter output, gather input); num_tokens as above."""
+        return self._call_shapes("basp.Plan.head_sharded_shape", num_tokens, HEAD_SIDE)[t]
 
     def query(self) -> PlanInfo:
         """A fresh basp.PlanInfo (plan.info is the one taken at creation; last_path changes as the plan runs)."""
@@ -171,46 +226,91 @@ class Plan(Handle):
         _library.check(_library.lib().basp_plan_query(self._handle, ctypes.byref(info)))
         return PlanInfo(info)
 
-    def scatter(self, inputs: Union[Array, Sequence[Array]], outputs: Optional[Sequence[Array]] = None,
-                stream: StreamLike = None) -> List[Array]:
+    def scatter(self, inputs: Union[Array, Sequence[Optional[Array]]],
+                outputs: Optional[Sequence[Optional[Array]]] = None, stream: StreamLike = None,
+                num_tokens: Optional[int] = None) -> List[Array]:
         """Head scatter: `inputs` sequence-sharded, `outputs` (allocated when None) head-sharded. Returns the
         outputs as a list. `stream`: on the NCCL backend a torch.cuda.Stream, an int cudaStream_t or None (the
-        current stream of the tensors' device); on the MPI backend it must be None."""
-        return self._execute("scatter", SEQ_SIDE, HEAD_SIDE, inputs, outputs, stream)
+        current stream of the tensors' device); on the MPI backend it must be None. `num_tokens`: a THD plan's T
+        for this call (required); BSHD/SBHD plans take None, -1 or seq_len. An entry of inputs or outputs may be None
+        where that tensor has no element on this rank (no tokens or no heads here)."""
+        return self._execute("scatter", SEQ_SIDE, HEAD_SIDE, inputs, outputs, stream, num_tokens)
 
-    def gather(self, inputs: Union[Array, Sequence[Array]], outputs: Optional[Sequence[Array]] = None,
-               stream: StreamLike = None) -> List[Array]:
-        """Head gather, the exact inverse of scatter: `inputs` head-sharded, `outputs` sequence-sharded."""
-        return self._execute("gather", HEAD_SIDE, SEQ_SIDE, inputs, outputs, stream)
+    def gather(self, inputs: Union[Array, Sequence[Optional[Array]]],
+               outputs: Optional[Sequence[Optional[Array]]] = None, stream: StreamLike = None,
+               num_tokens: Optional[int] = None) -> List[Array]:
+        """Head gather, the adjoint of scatter: `inputs` head-sharded, `outputs` sequence-sharded. A head that
+        several ranks hold (info.replicated) is the sum of their inputs, in ascending position (FP16, BF16 and FP32
+        summed in FP32, FP64 in FP64; other dtypes: BASP_ERROR_UNSUPPORTED); without such heads it is the exact
+        inverse of scatter. Arguments as for scatter."""
+        return self._execute("gather", HEAD_SIDE, SEQ_SIDE, inputs, outputs, stream, num_tokens)
 
-    def _side_shapes(self, side: str) -> List[Shape]:
-        return self._seq_shapes if side == SEQ_SIDE else self._head_shapes
+    def _call_shapes(self, where: str, num_tokens: Optional[int], side: str) -> List[Shape]:
+        """Every tensor's shapes on `side` in a call of num_tokens tokens (THD), else the plan info's."""
+        if self.layout != Layout.THD or num_tokens is None:
+            return self._seq_shapes if side == SEQ_SIDE else self._head_shapes
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
+            raise invalid_argument("%s: num_tokens (%r, a %s) is not an int" % (
+                where, num_tokens, type(num_tokens).__name__))
+        if not 0 <= num_tokens <= self.token_capacity:
+            raise invalid_argument("%s: num_tokens (%d) is outside 0..token_capacity (%d)" % (
+                where, num_tokens, self.token_capacity))
+        if side == HEAD_SIDE:  # [T, H_l, D]: the heads as the plan info reports them
+            return [(num_tokens,) + tuple(shape[1:]) for shape in self._head_shapes]
+        begin, end = _library.split(num_tokens, self.info.group_size, self._position, where)
+        return [(end - begin,) + tuple(shape[1:]) for shape in self._seq_shapes]
+
+    def _tokens_argument(self, where: str, num_tokens: Optional[int]) -> Optional[int]:
+        """What the *_tokens function gets: None for a plain basp_scatter/basp_gather call."""
+        if self.layout == Layout.THD and num_tokens is None:
+            raise invalid_argument("%s: num_tokens is required for a THD plan: the T tokens of the group's stream in "
+                                   "this call (0..%d)" % (where, self.token_capacity))
+        if num_tokens is not None and (isinstance(num_tokens, bool) or not isinstance(num_tokens, int)):
+            raise invalid_argument("%s: num_tokens (%r, a %s) is not an int" % (
+                where, num_tokens, type(num_tokens).__name__))
+        return num_tokens
 
     def _execute(self, op: str, in_side: str, out_side: str, inputs: Any, outputs: Any,
-                 stream: StreamLike) -> List[Array]:
+                 stream: StreamLike, num_tokens: Optional[int]) -> List[Array]:
         where = "basp.Plan.%s" % op
+        tokens = self._tokens_argument(where, num_tokens)
+        in_shapes = self._call_shapes(where, tokens, in_side)
+        out_shapes = self._call_shapes(where, tokens, out_side)
         inputs = self._as_list(where, "inputs", inputs)
-        ins = [ArrayInfo(x, "%s: inputs[%d]" % (where, t)) for t, x in enumerate(inputs)]
-        self._check_arrays(where, "inputs", ins, in_side, writeable=False)
+        ins = [_info_or_none(x, "%s: inputs[%d]" % (where, t)) for t, x in enumerate(inputs)]
+        self._check_arrays(where, "inputs", ins, in_shapes, in_side, writeable=False)
+        template = _first(ins)
         if outputs is None:
-            outputs = [_arrays.empty_like_kind(ins[0], shape) for shape in self._side_shapes(out_side)]
+            if template is None:
+                raise invalid_argument("%s: every input is None (no element on this rank): pass outputs, whose "
+                                       "kind, dtype and device the binding cannot guess" % where)
+            outputs = [_arrays.empty_like_kind(template, shape) for shape in out_shapes]
         else:
             outputs = self._as_list(where, "outputs", outputs)
-        outs = [ArrayInfo(x, "%s: outputs[%d]" % (where, t)) for t, x in enumerate(outputs)]
-        self._check_arrays(where, "outputs", outs, out_side, writeable=True)
-        if ins[0].kind != outs[0].kind or ins[0].device != outs[0].device:
+        outs = [_info_or_none(x, "%s: outputs[%d]" % (where, t)) for t, x in enumerate(outputs)]
+        self._check_arrays(where, "outputs", outs, out_shapes, out_side, writeable=True)
+        out_template = _first(outs)
+        if template is not None and out_template is not None and (
+                template.kind != out_template.kind or template.device != out_template.device):
             raise invalid_argument("%s: inputs are %s tensors on %s but outputs are %s tensors on %s" % (
-                where, ins[0].kind, ins[0].device, outs[0].kind, outs[0].device))
-        stream_ptr, side_stream = self._stream(where, stream, ins[0])
-        in_arr = _library.pointer_array([a.pointer for a in ins])
-        out_arr = _library.pointer_array([a.pointer for a in outs])
-        fn = _library.lib().basp_scatter if op == "scatter" else _library.lib().basp_gather
-        _library.check(fn(self._handle, in_arr, out_arr, stream_ptr))
+                where, template.kind, template.device, out_template.kind, out_template.device))
+        stream_ptr, side_stream = self._stream(where, stream, template or out_template)
+        # A tensor without elements on this rank goes as NULL, which the library accepts for 0 bytes.
+        in_arr = _library.pointer_array([None if a is None or a.empty else a.pointer for a in ins])
+        out_arr = _library.pointer_array([None if a is None or a.empty else a.pointer for a in outs])
+        lib = _library.lib()
+        if tokens is None:
+            fn = lib.basp_scatter if op == "scatter" else lib.basp_gather
+            _library.check(fn(self._handle, in_arr, out_arr, stream_ptr))
+        else:
+            fn = _library.require("basp_%s_tokens" % op, where)
+            _library.check(fn(self._handle, tokens, in_arr, out_arr, stream_ptr))
         if side_stream is not None:
             # The exchange runs on a stream other than the one PyTorch allocated on: keep the caching allocator
             # from reusing these tensors' memory before that stream is done with it.
             for a in ins + outs:
-                a.obj.record_stream(side_stream)
+                if a is not None:
+                    a.obj.record_stream(side_stream)
         return outputs
 
     def _as_list(self, where: str, name: str, arrays: Any) -> List[Array]:
@@ -224,13 +324,20 @@ class Plan(Handle):
                 where, name, len(arrays), self.num_tensors, self.num_heads))
         return list(arrays)
 
-    def _check_arrays(self, where: str, name: str, infos: List[ArrayInfo], side: str, writeable: bool) -> None:
-        shapes = self._side_shapes(side)
-        first = infos[0]
+    def _check_arrays(self, where: str, name: str, infos: List[Optional[ArrayInfo]], shapes: List[Shape], side: str,
+                      writeable: bool) -> None:
+        first = _first(infos)
+        lead = next((t for t, a in enumerate(infos) if a is not None), 0)
         for t, a in enumerate(infos):
+            if a is None:
+                if _prod(shapes[t]) != 0:
+                    raise invalid_argument("%s: %s[%d] is None but the plan expects shape %s (%s, %s side) on this "
+                                           "rank: only a tensor without elements may be None" % (
+                                               where, name, t, tuple(shapes[t]), self.layout.name, side))
+                continue
             if a.kind != first.kind or a.device != first.device:
-                raise invalid_argument("%s: %s[%d] is a %s tensor on %s but %s[0] is a %s tensor on %s" % (
-                    where, name, t, a.kind, a.device, name, first.kind, first.device))
+                raise invalid_argument("%s: %s[%d] is a %s tensor on %s but %s[%d] is a %s tensor on %s" % (
+                    where, name, t, a.kind, a.device, name, lead, first.kind, first.device))
             self._check_array(where, "%s[%d]" % (name, t), a, shapes[t], side, writeable)
 
     def _check_array(self, where: str, name: str, a: ArrayInfo, shape: Shape, side: str, writeable: bool) -> None:
@@ -255,9 +362,14 @@ class Plan(Handle):
             raise invalid_argument("%s: %s is in host memory (a %s array on %s) but the NCCL backend "
                                    "moves device memory: pass CUDA torch tensors" % (where, name, a.kind, a.device))
 
-    def _stream(self, where: str, stream: StreamLike, template: ArrayInfo) -> Tuple[Optional[int], Any]:
+    def _stream(self, where: str, stream: StreamLike, template: Optional[ArrayInfo]) -> Tuple[Optional[int], Any]:
         """The stream argument -> (void* for the library, torch stream to record tensors on, or None)."""
         torch = sys.modules.get("torch")
+        if template is None:  # every tensor is None: nothing to take a device or stream from
+            if stream is None or (isinstance(stream, int) and not isinstance(stream, bool)):
+                return stream, None
+            if torch is not None and isinstance(stream, torch.cuda.Stream):
+                return stream.cuda_stream, None
         if stream is None:
             if self.backend == Backend.NCCL and template.kind == "torch":
                 return torch.cuda.current_stream(template.obj.device).cuda_stream, None
@@ -274,6 +386,17 @@ class Plan(Handle):
                                % (where, stream, type(stream).__name__))
 
     def _describe(self) -> str:
-        return "%s, %s, S=%d, D=%d, heads=%r, K=%d, b_loc=%d" % (
-            self.layout.name, self.dtype.name, self.seq_len, self.head_dim, self.num_heads, self.info.group_size,
+        tokens = "capacity=%d" % self.token_capacity if self.layout == Layout.THD else "S=%d" % self.seq_len
+        queries = ", query_heads=%r" % self.query_heads if any(self.query_heads) else ""
+        return "%s, %s, %s, D=%d, heads=%r%s, K=%d, b_loc=%d" % (
+            self.layout.name, self.dtype.name, tokens, self.head_dim, self.num_heads, queries, self.info.group_size,
             self.info.local_sequences)
+
+
+def _info_or_none(x: Any, name: str) -> Optional[ArrayInfo]:
+    return None if x is None else ArrayInfo(x, name)
+
+
+def _first(infos: List[Optional[ArrayInfo]]) -> Optional[ArrayInfo]:
+    """The first array given (the template for kind, dtype and device), or None when every entry is None."""
+    return next((a for a in infos if a is not None), None)
