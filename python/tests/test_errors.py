@@ -2,8 +2,7 @@
 when the library found the problem, INVALID_ARGUMENT and a message naming the argument and its value when the
 binding's own checks did; and a failed call changes nothing.
 
-Run under mpirun with 2 or 3 ranks: with B = 1 the group is the whole world (K = N > 1), so divisibility by K
-matters."""
+Run under mpirun with 2 or 3 ranks: with B = 1 the group is the whole world (K = N > 1)."""
 import ctypes
 import sys
 
@@ -80,8 +79,11 @@ def test_comm_queries():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         k = comm.group_size
         library_error(lambda: comm.query(0, N), INVALID, "rank (%d) is outside 0..%d" % (N, N - 1))
-        library_error(lambda: comm.shard(k + 1), INVALID, "seq_len (%d) is not divisible by group size (%d)" % (
-            k + 1, k))
+        # Any S is accepted since issue 14: the tokens split as torch.tensor_split does (position 0 one more).
+        uneven = comm.shard(k + 1)
+        l = comm.group_position
+        check.equal((uneven.token_begin, uneven.token_end), (0, 2) if l == 0 else (l + 1, l + 2),
+                    "seq_len K + 1 is split, not refused")
         library_error(lambda: comm.shard(-k), INVALID, "seq_len (%d)" % -k)
         library_error(lambda: comm.group_ranks(1), INVALID, "group_index (1) is outside 0..0")
 
@@ -116,12 +118,16 @@ def test_closed_and_stale_handles():
 def test_plan_creation():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         k = comm.group_size  # = N
-        library_error(lambda: comm.plan(2 * k, 4, [k + 1], np.float32), INVALID,
-                      "basp_plan_create", "num_heads[0] (%d) is not divisible by group size (%d)" % (k + 1, k))
-        library_error(lambda: comm.plan(2 * k, 4, [2 * k, 1, 1], np.float32), INVALID,
-                      "num_heads[1] (1) is not divisible by group size (%d)" % k)
-        library_error(lambda: comm.plan(2 * k + 1, 4, [k], np.float32), INVALID,
-                      "seq_len (%d) is not divisible by group size (%d)" % (2 * k + 1, k))
+        # Head counts and sequence lengths that K does not divide are plans since issue 14, no longer refused;
+        # what is refused now is a key/value tensor whose head count does not divide its query head count.
+        for seq_len, heads in ((2 * k, [k + 1]), (2 * k, [2 * k, 1, 1]), (2 * k + 1, [k])):
+            with comm.plan(seq_len, 4, heads, np.float32) as plan:
+                check.equal(plan.num_heads, heads, "a plan of S=%d, heads %r" % (seq_len, heads))
+        library_error(lambda: comm.plan(2 * k, 4, [4, 3], np.float32, query_heads=[0, 4]), INVALID,
+                      "basp_plan_create", "num_heads[1] (3) does not divide its query head count (4)")
+        library_error(lambda: comm.plan(2 * k, 4, [4, 2], np.float32, query_heads=[0, -1]), INVALID,
+                      "query_heads[1] (-1) must be 0 (query-like) or a query head count")
+        library_error(lambda: comm.plan(-1, 4, [k], np.float32), INVALID, "seq_len (-1) must be positive")
         library_error(lambda: comm.plan(2 * k, 0, [k], np.float32), INVALID, "head_dim (0) must be positive")
         library_error(lambda: comm.plan(2 * k, 4, [], np.float32), INVALID, "num_tensors (0) must be in 1..8")
         library_error(lambda: comm.plan(2 * k, 4, [k], 42), INVALID, "dtype (42) is not a basp_dtype_t value")
