@@ -184,6 +184,41 @@ def test_execution_arguments():
         plan.close()
 
 
+def test_thd_and_query_heads_arguments():
+    with basp.Comm(WORLD, micro_batch=1) as comm:
+        k, l = comm.group_size, comm.group_position
+        library_error(lambda: comm.plan(2 * k, 4, [k], np.float32, token_capacity=5), INVALID,
+                      "token_capacity (5) must be 0 unless the layout is BASP_LAYOUT_THD")
+        library_error(lambda: comm.plan(None, 4, [k], np.float32, "thd"), INVALID,
+                      "token_capacity (0) must be positive for a THD plan")
+        library_error(lambda: comm.plan(3, 4, [k], np.float32, "thd", token_capacity=5), INVALID,
+                      "seq_len (3) must be -1 or token_capacity (5) for a THD plan")
+        binding_error(lambda: comm.plan(2 * k, 4, [4, 2], np.float32, query_heads=[4]),
+                      "query_heads ([4]) must list one entry per tensor (num_heads [4, 2])")
+        plan = comm.plan(2 * k, 4, [k], np.float32)
+        x = np.zeros(plan.seq_sharded_shape(0), np.float32)
+        library_error(lambda: plan.scatter([x], num_tokens=2 * k + 1), INVALID, "basp_scatter_tokens",
+                      "num_tokens (%d) must be -1 or the plan's seq_len (%d) for a BSHD plan" % (2 * k + 1, 2 * k))
+        binding_error(lambda: plan.scatter([x], num_tokens=2.0), "num_tokens (2.0, a float) is not an int")
+        check.equal(plan.scatter([x], num_tokens=2 * k)[0].shape, plan.head_sharded_shape(0), "num_tokens = S")
+        plan.close()
+        thd = comm.plan(None, 4, [k, 1], np.float32, "thd", query_heads=[0, k], token_capacity=2 * k)
+        binding_error(lambda: thd.scatter([x, x]), "basp.Plan.scatter", "num_tokens is required for a THD plan")
+        binding_error(lambda: thd.gather([x, x], num_tokens=2 * k + 1),
+                      "num_tokens (%d) is outside 0..token_capacity (%d)" % (2 * k + 1, 2 * k))
+        binding_error(lambda: thd.seq_sharded_shape(0, -1), "basp.Plan.seq_sharded_shape", "num_tokens (-1)")
+        binding_error(lambda: thd.scatter([x, x], num_tokens=True), "num_tokens (True, a bool) is not an int")
+        # Every rank of a group must pass the same T: on the MPI backend another T is MISMATCH on every rank.
+        tokens = k + (1 if l == 0 else 0)
+        ins = [np.zeros(thd.seq_sharded_shape(t, tokens), np.float32) for t in range(2)]
+        if k > 1:
+            library_error(lambda: thd.scatter(ins, num_tokens=tokens), Status.ERROR_MISMATCH, "basp_scatter_tokens",
+                          "basp_scatter of %d tokens" % (k + 1), "basp_scatter of %d tokens" % k)
+        outs = thd.scatter([np.ones(thd.seq_sharded_shape(t, k), np.float32) for t in range(2)], num_tokens=k)
+        check.true(all((o == 1).all() for o in outs), "the THD plan works after the mismatch")
+        thd.close()
+
+
 def test_error_object():
     e = basp.Error(3, "basp_x: y")
     check.equal((e.status, e.message, str(e)), (Status.ERROR_INVALID_HANDLE, "basp_x: y",

@@ -258,6 +258,18 @@ def test_plan_info_from_the_struct():
     check.equal(basp.PlanInfo(_plan_info_struct(ndim=2)).seq_sharded_shapes, [(2, 4), (2, 4)], "first ndim dims")
 
 
+def test_plan_info_splits_tokens_and_replication():
+    struct = _plan_info_struct()
+    for t, (b, e) in enumerate(((2, 4), (5, 9))):
+        struct.split_begin[t], struct.split_end[t] = b, e
+    struct.token_begin, struct.token_end, struct.token_capacity, struct.replicated = 4, 8, 0, 1
+    info = basp.PlanInfo(struct)
+    check.equal((info.split_begin, info.split_end, info.split_ranges), ([2, 5], [4, 9], [range(2, 4), range(5, 9)]),
+                "split ranges")
+    check.equal((info.token_begin, info.token_end, info.tokens, info.token_capacity, info.replicated),
+                (4, 8, slice(4, 8), 0, True), "token range, capacity, replicated")
+
+
 def test_plan_info_checks():
     from basp.plan import _check_info
 
