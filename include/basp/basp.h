@@ -428,6 +428,14 @@ BASP_API basp_status_t basp_scatter_tokens(basp_plan_t plan, int64_t num_tokens,
 BASP_API basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs,
                                           void* const* outputs, void* stream);
 
+/* THD plans: the document boundaries of the executes that follow (the group's cu_seqlens: num_docs + 1 entries in
+ * host memory, cu_seqlens[0] == 0, non-decreasing; the last is their T). Not collective; the library keeps only a
+ * fingerprint, and each later execute checks that its num_tokens equals the last entry. On the MPI backend the
+ * fingerprint travels in the first control round, so a rank whose boundaries differ from its group's gets
+ * BASP_ERROR_MISMATCH naming the fingerprints; on the NCCL backend it is compared only with BASP_CHECK_TOKENS=1 (see
+ * basp_scatter_tokens). NULL with num_docs == 0 forgets them. Threads: as basp_scatter. */
+BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Shared host memory (MPI backend)
  * ------------------------------------------------------------------------------------------------------- */

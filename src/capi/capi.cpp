@@ -211,6 +211,10 @@ basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, const voi
                  [&] { basp::capi::plan_ref(plan, "plan")->execute(false, num_tokens, inputs, outputs, stream); });
 }
 
+basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs) {
+  return guarded(__func__, [&] { basp::capi::plan_ref(plan, "plan")->set_documents(cu_seqlens, num_docs); });
+}
+
 basp_status_t basp_split(int64_t items, int32_t parts, int32_t index, int64_t* begin, int64_t* end) {
   return guarded(__func__, [&] {
     BASP_CHECK_ARG(items >= 0, "items (", items, ") must not be negative");

@@ -86,6 +86,36 @@ int64_t Plan::call_tokens(const char* op, int64_t tokens) const {
   return spec.seq_len;
 }
 
+void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
+  check_usable();
+  BASP_CHECK_ARG(exchange_.spec.thd(), "the plan's layout (", exchange_.spec.layout,
+                 ") is not BASP_LAYOUT_THD: only packed plans have document boundaries");
+  BASP_CHECK_ARG(num_docs >= 0, "num_docs (", num_docs, ") must not be negative");
+  if (num_docs == 0 && cu_seqlens == nullptr) {
+    documents_tokens_ = -1;
+    executor_->set_documents(0);
+    return;
+  }
+  BASP_CHECK(cu_seqlens != nullptr, BASP_ERROR_NULL_POINTER, "cu_seqlens is NULL with num_docs (", num_docs, ")");
+  BASP_CHECK_ARG(cu_seqlens[0] == 0, "cu_seqlens[0] (", cu_seqlens[0], ") must be 0");
+  uint64_t fp = 0xcbf29ce484222325ull;  // FNV-1a over the entries: the same on every rank for the same boundaries
+  for (int32_t i = 0; i <= num_docs; ++i) {
+    if (i > 0) {
+      BASP_CHECK_ARG(cu_seqlens[i] >= cu_seqlens[i - 1], "cu_seqlens[", i, "] (", cu_seqlens[i],
+                     ") is less than cu_seqlens[", i - 1, "] (", cu_seqlens[i - 1], ")");
+    }
+    auto v = static_cast<uint64_t>(cu_seqlens[i]);
+    for (int b = 0; b < 8; ++b) {
+      fp = (fp ^ (v & 0xffu)) * 0x100000001b3ull;
+      v >>= 8;
+    }
+  }
+  BASP_CHECK_ARG(cu_seqlens[num_docs] <= exchange_.spec.seq_len, "cu_seqlens[", num_docs, "] (", cu_seqlens[num_docs],
+                 "), the stream's tokens, exceeds the plan's token_capacity (", exchange_.spec.seq_len, ")");
+  documents_tokens_ = cu_seqlens[num_docs];
+  executor_->set_documents(fp == 0 ? 1 : fp);
+}
+
 void Plan::check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs,
                          void* stream) {
   BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
@@ -166,6 +196,9 @@ void Plan::execute(bool scatter, int64_t tokens, const void* const* inputs, void
   int64_t call = tokens;
   try {
     call = call_tokens(op, tokens);
+    BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
+                   ") is not the stream's length in the document boundaries set (", documents_tokens_,
+                   "): call basp_plan_set_documents for this step's documents");
     check_buffers(op, call, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();

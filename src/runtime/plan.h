@@ -31,6 +31,8 @@ class Plan {
   static constexpr int64_t kPlanTokens = INT64_MIN;
   // A scatter or gather of `tokens` tokens (basp_scatter_tokens; kPlanTokens from basp_scatter).
   void execute(bool scatter, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
+  // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
+  void set_documents(const int64_t* cu_seqlens, int32_t num_docs);
   // basp_plan_query's answer.
   basp_plan_info_v1 info() const;
 
@@ -48,6 +50,7 @@ class Plan {
   // concurrently, so no lock guards it.
   std::array<const void*, 2 * BASP_MAX_TENSORS> checked_{};
   bool checked_valid_ = false;
+  int64_t documents_tokens_ = -1;  // the last entry of the boundaries set, -1: none
 };
 
 }  // namespace basp::runtime

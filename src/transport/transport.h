@@ -54,6 +54,9 @@ class PlanExecutor {
     (void)tokens;
     std::rethrow_exception(own);
   }
+  // The fingerprint of the document boundaries of the executes that follow (0: none set). A backend whose exchanges
+  // talk before moving data makes it part of what the group's ranks must agree on.
+  virtual void set_documents(uint64_t fingerprint) { (void)fingerprint; }
   virtual int64_t workspace_bytes() const = 0;
   // The path fixed at plan creation.
   virtual basp_path_t plan_path() const = 0;

@@ -280,6 +280,30 @@ TEST_CASE("token counts: THD needs one, BSHD takes its own", "[capi]") {
   CHECK(basp_gather_tokens(plan, 101, in, out, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("num_tokens (101) is outside 0..token_capacity (100)"));
   CHECK(basp_scatter_tokens(plan, 77, in, out, nullptr) == BASP_SUCCESS);
+  // Document boundaries: checked when set, and each execute's T against their last entry.
+  const int64_t cu[4] = {0, 30, 30, 77};
+  REQUIRE(basp_plan_set_documents(plan, cu, 3) == BASP_SUCCESS);
+  CHECK(basp_scatter_tokens(plan, 77, in, out, nullptr) == BASP_SUCCESS);
+  CHECK(basp_scatter_tokens(plan, 76, in, out, nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("num_tokens (76) is not the stream's length in the document boundaries set (77)"));
+  const int64_t bad_first[2] = {1, 5};
+  CHECK(basp_plan_set_documents(plan, bad_first, 1) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("cu_seqlens[0] (1) must be 0"));
+  const int64_t decreasing[3] = {0, 9, 4};
+  CHECK(basp_plan_set_documents(plan, decreasing, 2) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("cu_seqlens[2] (4) is less than cu_seqlens[1] (9)"));
+  const int64_t too_long[2] = {0, 101};
+  CHECK(basp_plan_set_documents(plan, too_long, 1) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("exceeds the plan's token_capacity (100)"));
+  CHECK(basp_plan_set_documents(plan, nullptr, 2) == BASP_ERROR_NULL_POINTER);
+  CHECK(basp_scatter_tokens(plan, 77, in, out, nullptr) == BASP_SUCCESS);  // the failed calls changed nothing
+  REQUIRE(basp_plan_set_documents(plan, nullptr, 0) == BASP_SUCCESS);      // forgotten
+  CHECK(basp_scatter_tokens(plan, 50, in, out, nullptr) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+  d = qkv(8 * n, 2 * n, n);
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  CHECK(basp_plan_set_documents(plan, cu, 3) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("is not BASP_LAYOUT_THD"));
   CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 

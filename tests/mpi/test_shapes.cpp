@@ -384,6 +384,20 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
            basp_last_error());
     const basp_status_t again = basp_scatter_tokens(plan, sh.seq_len, ip.data(), op.data(), nullptr);
     EXPECT(again == BASP_SUCCESS, "%s: the exchange after a mismatch: %s", label, basp_last_error());
+    // The same T with other document boundaries on the last position: a mismatch naming them, then agreement.
+    const int64_t cap = sh.seq_len;
+    const int64_t mine_cu[3] = {0, l == k - 1 ? cap / 2 + 1 : cap / 2, cap};
+    basp_plan_set_documents(plan, mine_cu, 2);
+    const basp_status_t docs = basp_scatter_tokens(plan, cap, ip.data(), op.data(), nullptr);
+    EXPECT(docs == BASP_ERROR_MISMATCH, "%s: other document boundaries: status %d (%s)", label, docs,
+           basp_last_error());
+    EXPECT(std::strstr(basp_last_error(), "with document boundaries") != nullptr, "%s: message: %s", label,
+           basp_last_error());
+    const int64_t same_cu[3] = {0, cap / 2, cap};
+    basp_plan_set_documents(plan, same_cu, 2);
+    const basp_status_t agreed = basp_scatter_tokens(plan, cap, ip.data(), op.data(), nullptr);
+    EXPECT(agreed == BASP_SUCCESS, "%s: the same document boundaries: %s", label, basp_last_error());
+    basp_plan_set_documents(plan, nullptr, 0);
   }
   mid.clear();
   basp_plan_destroy(plan);

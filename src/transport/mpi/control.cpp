@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -106,10 +107,11 @@ PlanControl::~PlanControl() {
   if (sends_pinned_) detail::keep_forever(send_);
 }
 
-void PlanControl::begin(Op op, int64_t tokens) {
+void PlanControl::begin(Op op, int64_t tokens, uint64_t documents) {
   ++call_;
   op_ = op;
   tokens_ = tokens;
+  documents_ = documents;
   rounds_ = 0;
   channel_.enter();
 }
@@ -163,6 +165,7 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.workspace = workspace;
   m.status = status;
   m.tokens = tokens_;
+  m.documents = documents_;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
   recv_[static_cast<size_t>(me_)] = m;
   for (int32_t i = 1; i < k_; ++i) {
@@ -269,7 +272,7 @@ void PlanControl::check_arrivals() {
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ || m.op != static_cast<int32_t>(op_) ||
-        m.tokens != tokens_ || (m.flags & kFlagFailed)) {
+        m.tokens != tokens_ || m.documents != documents_ || (m.flags & kFlagFailed)) {
       report_mismatch();
     }
   }
@@ -285,9 +288,19 @@ void PlanControl::report_mismatch() const {
   for (int32_t j = 0; j < k_; ++j) failed = failed || (recv_[static_cast<size_t>(j)].flags & kFlagFailed);
   bool tokens_differ = false;  // a THD exchange whose ranks passed different token counts
   for (int32_t j = 0; j < k_; ++j) tokens_differ = tokens_differ || recv_[static_cast<size_t>(j)].tokens != tokens_;
+  bool documents_differ = false;  // ... or different document boundaries (basp_plan_set_documents)
+  for (int32_t j = 0; j < k_; ++j) {
+    documents_differ = documents_differ || recv_[static_cast<size_t>(j)].documents != documents_;
+  }
   auto describe = [&](const ControlMessage& m) {
     std::string out = op_name(m.op);
     if (tokens_differ) out += " of " + std::to_string(m.tokens) + " tokens";
+    if (documents_differ) {
+      char fp[32];
+      std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(m.documents));
+      out += m.documents == 0 ? std::string(" without document boundaries")
+                              : " with document boundaries " + std::string(fp);
+    }
     if (!same_exchange) out += " of plan #" + std::to_string(m.plan) + " (exchange #" + std::to_string(m.call) + ")";
     if (m.flags & kFlagFailed)
       out += " whose argument checks failed with " + std::string(detail::status_name(m.status));

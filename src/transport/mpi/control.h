@@ -54,7 +54,8 @@ struct ControlMessage {
   uint64_t workspace = 0;                       // the sender's packed workspace, where its path has one (round 1)
   int32_t status = 0;                           // with kFlagFailed: the status of the sender's failed checks
   int32_t reserved = 0;
-  int64_t tokens = -1;  // the tokens of the exchange (THD: T of the call)
+  int64_t tokens = -1;     // the tokens of the exchange (THD: T of the call)
+  uint64_t documents = 0;  // THD: the fingerprint of the document boundaries (0: none set)
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
@@ -109,7 +110,7 @@ class PlanControl {
 
   // Around every exchange of `tokens` tokens per sequence (THD: of the stream; part of what must match).
   // rollback() before end(): the exchange did not happen (a mismatch).
-  void begin(Op op, int64_t tokens);
+  void begin(Op op, int64_t tokens, uint64_t documents = 0);
   void rollback();
   void end();
 
@@ -151,6 +152,7 @@ class PlanControl {
   int64_t call_ = -1;
   Op op_ = Op::kScatter;
   int64_t tokens_ = -1;
+  uint64_t documents_ = 0;
   int32_t rounds_ = 0;
   Round round_ = kArrive;
   std::shared_ptr<ControlMessage> send_;  // shared: kept forever when a send could not be taken back

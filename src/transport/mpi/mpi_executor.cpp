@@ -58,6 +58,7 @@ class MpiExecutor final : public PlanExecutor {
     run(Op::kGather, tokens, inputs, outputs);
   }
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
+  void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
   basp_path_t plan_path() const override { return path_->id(); }
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
@@ -65,7 +66,7 @@ class MpiExecutor final : public PlanExecutor {
   [[noreturn]] void fail(bool scatter, int64_t tokens, const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(scatter ? Op::kScatter : Op::kGather, tokens);
+    control_.begin(scatter ? Op::kScatter : Op::kGather, tokens, documents_);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
@@ -87,7 +88,7 @@ class MpiExecutor final : public PlanExecutor {
     const detail::Deadline deadline(timeout_ms_);
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);
     const Exchange x{op, tokens, geom_.data(), inputs, outputs, deadline};
-    control_.begin(op, tokens);
+    control_.begin(op, tokens, documents_);
     try {
       last_path_.store(path_->run(x), std::memory_order_relaxed);
     } catch (const detail::Error& e) {
@@ -112,6 +113,7 @@ class MpiExecutor final : public PlanExecutor {
   std::unique_ptr<ExchangePath> path_;
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
   std::atomic<int32_t> last_rounds_{0};
+  uint64_t documents_ = 0;  // set between executes (runtime::Plan), never during one
 };
 
 // Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the

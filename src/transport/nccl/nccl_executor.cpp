@@ -235,24 +235,32 @@ class NcclExecutor final : public PlanExecutor {
  private:
   // BASP_CHECK_TOKENS=1 (debugging): every rank of the group must pass the same T, checked by a host-side
   // all-gather before anything is enqueued. Blocks the calling thread until the group's ranks arrive.
+  // The document boundaries' fingerprint (basp_plan_set_documents) travels with T.
   void agree_on_tokens(const char* call, int64_t tokens) {
     const auto k = static_cast<size_t>(plan_.group_size);
-    std::vector<int64_t> all(k);
-    comm_->allgather(&tokens, sizeof tokens, all.data(), std::string("the token-count check of ") + call, where_,
+    const int64_t mine[2] = {tokens, static_cast<int64_t>(documents_)};
+    std::vector<int64_t> all(2 * k);
+    comm_->allgather(mine, sizeof mine, all.data(), std::string("the token-count check of ") + call, where_,
                      detail::Deadline(timeout_ms_));
     for (size_t j = 0; j < k; ++j) {
-      if (all[j] == tokens) continue;
+      if (all[2 * j] == mine[0] && all[2 * j + 1] == mine[1]) continue;
       std::string counts;
-      for (size_t i = 0; i < k; ++i) counts += (i ? ", " : "") + std::to_string(all[i]);
+      for (size_t i = 0; i < k; ++i) {
+        counts += (i ? ", " : "") + std::to_string(all[2 * i]);
+        if (all[2 * i + 1] != mine[1]) counts += " (other document boundaries)";
+      }
       detail::fail(BASP_ERROR_MISMATCH, call, ": the ranks of ", where_,
-                   " passed different token counts (by position: ", counts, "); BASP_CHECK_TOKENS=1 found it");
+                   " passed different token counts or document boundaries (T by position: ", counts,
+                   "); BASP_CHECK_TOKENS=1 found it");
     }
   }
+  void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
 
   std::shared_ptr<GroupComm> comm_;
   plan::ExchangePlan plan_;
   std::unique_ptr<DevicePath> path_;
   bool check_tokens_ = false;
+  uint64_t documents_ = 0;
   std::string where_;
   int64_t timeout_ms_ = BASP_DEFAULT_TIMEOUT_MS;
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
