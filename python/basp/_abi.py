@@ -284,6 +284,8 @@ FUNCTION_PROTOTYPES = {
     #                                   void* const* outputs, void* stream), and basp_gather_tokens alike
     "basp_scatter_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
     "basp_gather_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
+    # basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs)
+    "basp_plan_set_documents": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]),
 }
 
 

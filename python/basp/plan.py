@@ -245,6 +245,21 @@ class Plan(Handle):
         inverse of scatter. Arguments as for scatter."""
         return self._execute("gather", HEAD_SIDE, SEQ_SIDE, inputs, outputs, stream, num_tokens)
 
+    def set_documents(self, cu_seqlens: Optional[Sequence[int]]) -> None:
+        """THD plans: the document boundaries (the group's cu_seqlens, num_docs + 1 ints from 0) of the executes that
+        follow (basp_plan_set_documents). Each later scatter/gather checks its num_tokens against the last entry, and
+        on the MPI backend a rank whose boundaries differ from its group's gets BASP_ERROR_MISMATCH. None forgets
+        them."""
+        _library.require("basp_plan_set_documents", "basp.Plan.set_documents")
+        if cu_seqlens is None:
+            _library.check(_library.lib().basp_plan_set_documents(self._handle, None, 0))
+            return
+        values = [int(x) for x in cu_seqlens]
+        if not values:
+            raise invalid_argument("basp.Plan.set_documents: cu_seqlens is empty; it holds num_docs + 1 entries")
+        array = (ctypes.c_int64 * len(values))(*values)
+        _library.check(_library.lib().basp_plan_set_documents(self._handle, array, len(values) - 1))
+
     def _call_shapes(self, where: str, num_tokens: Optional[int], side: str) -> List[Shape]:
         """Every tensor's shapes on `side` in a call of num_tokens tokens (THD), else the plan info's."""
         if self.layout != Layout.THD or num_tokens is None:

@@ -269,6 +269,9 @@ class BaspAttention(torch.nn.Module):
         tokens = cu[-1]
         qkv_plan, out_plan = self.plans(None, q.dtype, q.device)
         kv_map = self._kv_maps[self._key(None, q.dtype, q.device)]
+        # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly.
+        for plan in (qkv_plan, out_plan):
+            plan.set_documents(cu)
         qh, kh, vh = head_scatter(qkv_plan, q, k, v, num_tokens=tokens)  # [T, h, D]: the group's whole stream
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)

@@ -149,7 +149,8 @@ int main(void) {
   printf("\"functions\": {\n");
   FUNCTION(basp_split, basp_status_t, (int64_t, int32_t, int32_t, int64_t*, int64_t*), ",");
   FUNCTION(basp_scatter_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
-  FUNCTION(basp_gather_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), "");
+  FUNCTION(basp_gather_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
+  FUNCTION(basp_plan_set_documents, basp_status_t, (basp_plan_t, const int64_t*, int32_t), "");
   printf("},\n");
 
   printf("\"constants\": {\n");

@@ -71,8 +71,8 @@ def test_callback_prototypes():
 
 # C spellings in the functions' prototypes -> what ctypes can tell apart (basp_status_t is int-sized: test_constants).
 C_CANONICAL = {"int": "int32", "int32_t": "int32", "int64_t": "int64", "basp_status_t": "int32", "void*": "void*",
-               "basp_plan_t": "void*", "int64_t*": "ptr(int64)", "const void* const*": "ptr(void*)",
-               "void* const*": "ptr(void*)"}
+               "basp_plan_t": "void*", "int64_t*": "ptr(int64)", "const int64_t*": "ptr(int64)",
+               "const void* const*": "ptr(void*)", "void* const*": "ptr(void*)"}
 
 
 def canonical(ctype):

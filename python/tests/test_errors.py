@@ -216,6 +216,22 @@ def test_thd_and_query_heads_arguments():
                           "basp_scatter of %d tokens" % (k + 1), "basp_scatter of %d tokens" % k)
         outs = thd.scatter([np.ones(thd.seq_sharded_shape(t, k), np.float32) for t in range(2)], num_tokens=k)
         check.true(all((o == 1).all() for o in outs), "the THD plan works after the mismatch")
+        # Document boundaries (set_documents): checked against T, and across the group on the MPI backend.
+        same = [np.ones(thd.seq_sharded_shape(t, 2 * k), np.float32) for t in range(2)]
+        thd.set_documents([0, k, 2 * k])
+        shorter = [np.ones(thd.seq_sharded_shape(t, 2 * k - 1), np.float32) for t in range(2)]
+        library_error(lambda: thd.scatter(shorter, num_tokens=2 * k - 1), INVALID, "basp_scatter_tokens",
+                      "num_tokens (%d) is not the stream's length in the document boundaries set (%d)" % (
+                          2 * k - 1, 2 * k))
+        library_error(lambda: thd.set_documents([1, 2]), INVALID, "basp_plan_set_documents", "cu_seqlens[0] (1)")
+        if k > 1:
+            thd.set_documents([0, k + (1 if l == 0 else 0), 2 * k])
+            library_error(lambda: thd.scatter(same, num_tokens=2 * k), Status.ERROR_MISMATCH, "basp_scatter_tokens",
+                          "with document boundaries")
+        thd.set_documents([0, k, 2 * k])
+        thd.scatter(same, num_tokens=2 * k)
+        thd.set_documents(None)
+        thd.scatter([np.ones(thd.seq_sharded_shape(t, k), np.float32) for t in range(2)], num_tokens=k)
         thd.close()
 
 
