@@ -260,6 +260,11 @@ class Plan {
   void gather(const void* const* inputs, void* const* outputs, void* stream = nullptr) {
     check(basp_gather(handle_, inputs, outputs, stream));
   }
+  // THD plans: the document boundaries (cu_seqlens) of the executes that follow; empty forgets them.
+  void set_documents(const std::vector<int64_t>& cu_seqlens) {
+    check(basp_plan_set_documents(handle_, cu_seqlens.empty() ? nullptr : cu_seqlens.data(),
+                                  cu_seqlens.empty() ? 0 : static_cast<int32_t>(cu_seqlens.size() - 1)));
+  }
   // With the token count of the call (THD plans; -1 or seq_len for BSHD and SBHD).
   void scatter(int64_t num_tokens, const void* const* inputs, void* const* outputs, void* stream = nullptr) {
     check(basp_scatter_tokens(handle_, num_tokens, inputs, outputs, stream));

@@ -168,6 +168,8 @@ TEST_CASE("C++: split, THD with per-call token counts, document assignment", "[c
         in[static_cast<size_t>((s * n + h) * 2 + d)] = static_cast<uint8_t>((mine.first + s) * 16 + h * 2 + d);
   const void* ip[1] = {in.data()};
   void* op[1] = {out.data()};
+  plan.set_documents(docs.cu_seqlens);
+  CHECK(status_of([&] { plan.scatter(T - 1, ip, op); }) == BASP_ERROR_INVALID_ARGUMENT);  // not the stream's T
   plan.scatter(T, ip, op);
   const int32_t me = docs.assignment.group_position;
   for (int64_t s = 0; s < T; ++s)
