@@ -220,8 +220,8 @@ int main(int argc, char** argv) {
         g.head_dim = kHeadDim;
         g.elem = kElem;
         const basp::layout::PackedWorkspace ws = basp::layout::make_packed_workspace(&g, 1);
-        if (ws.bytes(k) != bytes) {
-          std::fprintf(stderr, "internal: workspace %lld != tensor %lld bytes\n", static_cast<long long>(ws.bytes(k)),
+        if (ws.bytes() != bytes) {
+          std::fprintf(stderr, "internal: workspace %lld != tensor %lld bytes\n", static_cast<long long>(ws.bytes()),
                        static_cast<long long>(bytes));
           return 1;
         }
