@@ -3,7 +3,8 @@
 // per rank over the same K ranks. Every run times every (B, mode) and all three operations, in an order that
 // rotates from run to run, so the comparisons are made under the same machine load; it reports medians over the
 // runs and the ratios scatter/alltoall and gather/alltoall. One run's time is the slowest rank's. Before timing,
-// one scatter and one gather of each configuration are checked bit-exactly.
+// one scatter and one gather of each configuration are checked bit-exactly. Uniform shapes only (S a multiple of
+// N, K dividing the heads), since MPI_Alltoall moves equal blocks; basp_shape_cost measures the uneven ones.
 //
 // usage: mpirun -np 8 basp_layout_cost [-b 64M] [-n 10] [-w 2] [-B 1,2,4,8] [--heads 32] [--head-dim 128]
 //                                      [-d bf16] [--layout bshd] [-c 1] [-J results.json]
@@ -149,9 +150,15 @@ class LayoutCost {
   }
 
   int run() {
-    const std::vector<Exchange> one_tensor{{Direction::kScatter, {o_.heads}}};
+    const std::vector<Exchange> one_tensor{{Direction::kScatter, {{"Q", o_.heads, 0}}}};
     const int64_t token_bytes = bytes_per_token(one_tensor, o_.head_dim, elem_);
-    rows_ = shape_rows({o_.bytes}, o_.micro_batches, size_, token_bytes, elem_);
+    // A bare MPI_Alltoall moves equal blocks: S a multiple of N (so of every K), each rank B*S/N tokens.
+    rows_ = shape_rows({o_.bytes}, o_.micro_batches, size_, token_bytes, elem_, Mode::kBoth);
+    for (RowShape& r : rows_) {
+      r.seq_len = std::max<int64_t>(size_, r.seq_len / size_ * size_);
+      r.bytes = r.micro_batch * (r.seq_len / size_) * token_bytes;
+      r.count = r.bytes / elem_;
+    }
     int64_t max_bytes = 0;
     for (const RowShape& r : rows_) max_bytes = std::max(max_bytes, r.bytes);
     memory_ = make_host_memory();
@@ -299,8 +306,9 @@ class LayoutCost {
 
   // One scatter and one gather on data that is a function of global coordinates; returns the wrong elements.
   int64_t check(Config& c) {
-    const Shard seq = seq_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
-    const Shard head = head_shard(c.info, o_.layout, elem_, o_.head_dim, o_.heads);
+    const RankPlace place = rank_place(c.info, o_.layout, c.res.seq_len);
+    const Shard seq = seq_shard(place, elem_, o_.head_dim, o_.heads);
+    const Shard head = head_shard(place, elem_, o_.head_dim, o_.heads, 0);
     fill_expected(seq, kSeed, 0, seq_in_.get());
     memory_->fill(head_buffer(c), kCheckPoison, static_cast<size_t>(head.bytes()));
     memory_->fill(seq_back_.get(), kCheckPoison, static_cast<size_t>(seq.bytes()));

@@ -1,5 +1,7 @@
 #include "perf_args.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <type_traits>
@@ -71,6 +73,10 @@ enum class Opt {
   kBackend,
   kPlacement,
   kCorrupt,
+  kModel,
+  kPass,
+  kDocLengths,
+  kDocDist,
 };
 
 struct OptSpec {
@@ -101,7 +107,37 @@ constexpr OptSpec kOpts[] = {
     {nullptr, "--backend", Opt::kBackend},
     {nullptr, "--placement", Opt::kPlacement},
     {nullptr, "--corrupt", Opt::kCorrupt},
+    {nullptr, "--model", Opt::kModel},
+    {nullptr, "--pass", Opt::kPass},
+    {nullptr, "--doc-lengths", Opt::kDocLengths},
+    {nullptr, "--doc-dist", Opt::kDocDist},
 };
+
+// The paper's models and their neighbours (Hugging Face config.json: num_attention_heads,
+// num_key_value_heads, hidden_size / num_attention_heads).
+const std::vector<ModelPreset> kModels = {
+    {"llama-3.2-1b", 32, 8, 64},   {"llama-3.2-3b", 24, 8, 128}, {"llama-3.1-8b", 32, 8, 128},
+    {"qwen1.5-1.8b", 16, 16, 128}, {"qwen2.5-1.5b", 12, 2, 128}, {"qwen2.5-3b", 16, 2, 128},
+    {"qwen2.5-7b", 28, 4, 128},
+};
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The documents' total, bounded (an overflow-free sum: each length is at most kMaxDocTokens).
+void check_batch(const std::vector<int64_t>& lengths, const char* option, const std::string& text) {
+  int64_t total = 0;
+  for (int64_t l : lengths) {
+    total += l;
+    if (total > kMaxBatchTokens) {
+      bad(option, text, "more than " + std::to_string(kMaxBatchTokens) + " tokens in all");
+    }
+  }
+}
 
 constexpr int64_t kMaxCount = 1000000000;  // iterations, heads, head dim, micro-batch: far above any real use
 
@@ -131,10 +167,95 @@ void apply(PerfOptions& o, Opt opt, const char* name, const std::string& v) {
     case Opt::kBackend: o.backend = parse_backend(v); break;
     case Opt::kPlacement: o.placement = parse_placement(v); break;
     case Opt::kCorrupt: o.corrupt = static_cast<int32_t>(parse_int(v, name, 0, kMaxCount)); break;
+    case Opt::kModel: {
+      if (!find_model(v)) {
+        std::string names;
+        for (const ModelPreset& m : kModels) names += std::string(names.empty() ? "" : ", ") + m.name;
+        bad(name, v, "unknown model; expected one of: " + names);
+      }
+      o.model = v;
+      break;
+    }
+    case Opt::kPass: o.pass = parse_pass(v); break;
+    case Opt::kDocLengths:
+      if (std::count(v.begin(), v.end(), ',') >= kMaxDocs) {
+        bad(name, v, "more than " + std::to_string(kMaxDocs) + " documents");
+      }
+      o.doc_lengths = parse_int_list(v, name, 1, kMaxDocTokens);
+      check_batch(o.doc_lengths, name, v);
+      o.doc_source = std::string(name) + " (" + std::to_string(o.doc_lengths.size()) + " documents)";
+      break;
+    case Opt::kDocDist:
+      o.doc_lengths = parse_doc_dist(v, name);
+      o.doc_source = std::string(name) + " " + v;
+      break;
   }
 }
 
 }  // namespace
+
+const std::vector<ModelPreset>& model_presets() { return kModels; }
+
+const ModelPreset* find_model(const std::string& name) {
+  for (const ModelPreset& m : kModels) {
+    if (name == m.name) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> longtail_lengths(uint64_t seed, int64_t count, int64_t max_len) {
+  int bits = 0;
+  while (bits < 62 && (int64_t{2} << bits) <= max_len) ++bits;  // floor(log2 max_len)
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t x = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
+    const int e = static_cast<int>(x % static_cast<uint64_t>(bits + 1));
+    const int64_t low = int64_t{1} << e;
+    const int64_t len = low + static_cast<int64_t>(splitmix64(x) % static_cast<uint64_t>(low));
+    out.push_back(std::min(len, max_len));
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_doc_dist(const std::string& text, const char* option) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (parts.size() < 5) {
+    const size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  const char* expected = "expected longtail:SEED:N, longtail:SEED:N:MAX or fixed:LEN:N";
+  auto number = [&](const std::string& item, const char* what, int64_t lo, int64_t hi) {
+    try {
+      return parse_int(item, option, lo, hi);
+    } catch (const ArgError&) {
+      bad(option, text,
+          std::string(what) + " ('" + item + "') is not an integer in " + std::to_string(lo) + ".." +
+              std::to_string(hi) + "; " + expected);
+    }
+  };
+  std::vector<int64_t> out;
+  if (parts[0] == "longtail" && (parts.size() == 3 || parts.size() == 4)) {
+    const auto seed = static_cast<uint64_t>(number(parts[1], "SEED", 0, kMaxCount));
+    const int64_t count = number(parts[2], "N", 1, kMaxDocs);
+    const int64_t max_len = parts.size() == 4 ? number(parts[3], "MAX", 1, kMaxDocTokens) : 4096;
+    out = longtail_lengths(seed, count, max_len);
+  } else if (parts[0] == "fixed" && parts.size() == 3) {
+    const int64_t len = number(parts[1], "LEN", 1, kMaxDocTokens);
+    const int64_t count = number(parts[2], "N", 1, kMaxDocs);
+    if (len > kMaxBatchTokens / count) {
+      bad(option, text, "more than " + std::to_string(kMaxBatchTokens) + " tokens in all");
+    }
+    out.assign(static_cast<size_t>(count), len);
+  } else {
+    bad(option, text, std::string("unknown length generator; ") + expected);
+  }
+  check_batch(out, option, text);
+  return out;
+}
 
 int64_t parse_size(const std::string& text, const char* option) {
   if (text.empty()) bad(option, text, "empty size");
@@ -208,7 +329,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* option,
 basp_dtype_t parse_dtype(const std::string& text) { return static_cast<basp_dtype_t>(lookup(kDtypes, text, "-d")); }
 
 basp_layout_t parse_layout(const std::string& text) {
-  constexpr Named kLayouts[] = {{"bshd", BASP_LAYOUT_BSHD}, {"sbhd", BASP_LAYOUT_SBHD}};
+  constexpr Named kLayouts[] = {{"bshd", BASP_LAYOUT_BSHD}, {"sbhd", BASP_LAYOUT_SBHD}, {"thd", BASP_LAYOUT_THD}};
   return static_cast<basp_layout_t>(lookup(kLayouts, text, "--layout"));
 }
 
@@ -235,6 +356,13 @@ Mode parse_mode(const std::string& text) {
   return static_cast<Mode>(lookup(kModes, text, "--mode"));
 }
 
+Pass parse_pass(const std::string& text) {
+  constexpr Named kPasses[] = {{"fwd", static_cast<int32_t>(Pass::kForward)},
+                               {"bwd", static_cast<int32_t>(Pass::kBackward)},
+                               {"both", static_cast<int32_t>(Pass::kBoth)}};
+  return static_cast<Pass>(lookup(kPasses, text, "--pass"));
+}
+
 const char* dtype_name(basp_dtype_t dtype) {
   switch (dtype) {
     case BASP_DTYPE_BYTE: return "byte";
@@ -250,7 +378,9 @@ const char* dtype_name(basp_dtype_t dtype) {
   }
 }
 
-const char* layout_name(basp_layout_t layout) { return layout == BASP_LAYOUT_SBHD ? "sbhd" : "bshd"; }
+const char* layout_name(basp_layout_t layout) {
+  return layout == BASP_LAYOUT_SBHD ? "sbhd" : layout == BASP_LAYOUT_THD ? "thd" : "bshd";
+}
 
 const char* backend_name(basp_backend_t backend) { return backend == BASP_BACKEND_NCCL ? "nccl" : "mpi"; }
 
@@ -270,9 +400,19 @@ const char* mode_name(Mode mode) {
   return "both";
 }
 
+const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::kForward: return "fwd";
+    case Pass::kBackward: return "bwd";
+    case Pass::kBoth: break;
+  }
+  return "both";
+}
+
 PerfOptions parse_perf_args(int argc, const char* const* argv) {
   PerfOptions o;
   bool step_bytes_given = false;
+  bool heads_given = false, kv_heads_given = false, head_dim_given = false, size_given = false;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a] ? argv[a] : "";
     if (arg == "-h" || arg == "--help") {
@@ -308,7 +448,33 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
       value = argv[++a] ? argv[a] : "";
     }
     if (spec->opt == Opt::kStepBytes) step_bytes_given = true;
+    heads_given = heads_given || spec->opt == Opt::kHeads;
+    kv_heads_given = kv_heads_given || spec->opt == Opt::kKvHeads;
+    head_dim_given = head_dim_given || spec->opt == Opt::kHeadDim;
+    size_given = size_given || spec->opt == Opt::kMinBytes || spec->opt == Opt::kMaxBytes ||
+                 spec->opt == Opt::kStepBytes || spec->opt == Opt::kStepFactor;
     apply(o, spec->opt, name, value);
+  }
+  if (const ModelPreset* m = o.model.empty() ? nullptr : find_model(o.model)) {
+    if (!heads_given) o.heads = m->heads;
+    if (!kv_heads_given) o.kv_heads = m->kv_heads;
+    if (!head_dim_given) o.head_dim = m->head_dim;
+  }
+  if (o.heads % o.kv_heads != 0) {
+    throw ArgError("--kv-heads (" + std::to_string(o.kv_heads) + ") does not divide --heads (" +
+                   std::to_string(o.heads) + "): each key/value head serves Hq/Hkv query heads");
+  }
+  if (o.layout == BASP_LAYOUT_THD) {
+    if (o.doc_lengths.empty()) {
+      throw ArgError(
+          "--layout thd needs the micro-batch's documents: --doc-lengths L1,L2,... or --doc-dist "
+          "longtail:SEED:N");
+    }
+    if (size_given) {
+      throw ArgError("-b/-e/-i/-f: not applicable with --layout thd (the documents set the tokens of each row)");
+    }
+  } else if (!o.doc_lengths.empty()) {
+    throw ArgError(o.doc_source + ": documents need --layout thd");
   }
   if (o.min_bytes > o.max_bytes) {
     throw ArgError("-b (" + std::to_string(o.min_bytes) + " bytes) is larger than -e (" + std::to_string(o.max_bytes) +
@@ -375,15 +541,31 @@ std::string perf_usage(const char* program) {
     << "  -a, --average <0..3>       time reported: 0 rank 0, 1 mean, 2 min, 3 max over ranks, default 1\n"
     << "  -J, --output_file <path>   also write the results as JSON\n"
     << "BASP options:\n"
-    << "  -B, --micro-batch <list>   micro-batch sizes B, e.g. 1,2,4,8, default 2\n"
+    << "  -B, --micro-batch <list>   micro-batch sizes B, e.g. 1,2,4,8, default 2 (groups G = gcd(N, B))\n"
     << "      --mode <m>             ulysses, basp or both (adds the Ulysses/BASP time ratio), default both\n"
-    << "      --layout <l>           bshd or sbhd, default bshd\n"
-    << "      --heads <n>            query heads Hq, default 32\n"
-    << "      --kv-heads <n>         key/value heads Hkv, default 8\n"
+    << "      --pass <p>             fwd (scatter Q, K, V; gather O), bwd (scatter dO; gather dQ, dK, dV) or both,\n"
+    << "                             default fwd\n"
+    << "      --layout <l>           bshd, sbhd or thd (packed documents, see --doc-lengths), default bshd\n"
+    << "      --heads <n>            query heads Hq, any count (split as torch.tensor_split), default 32\n"
+    << "      --kv-heads <n>         key/value heads Hkv, dividing Hq; K and V follow the split of Q's heads, so\n"
+    << "                             Hkv below the group size replicates KV heads (GQA, MQA), default 8\n"
     << "      --head-dim <n>         head dimension D, default 128\n"
+    << "      --model <name>         Hq, Hkv and D of a model (--heads etc. override):\n";
+  for (const ModelPreset& m : kModels) {
+    char line[128];
+    std::snprintf(line, sizeof line, "                               %-14s Hq %3lld  Hkv %3lld  D %4lld\n", m.name,
+                  static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+                  static_cast<long long>(m.head_dim));
+    u << line;
+  }
+  u << "      --doc-lengths <list>   THD: the micro-batch's document lengths in tokens, e.g. 4096,17,900\n"
+    << "      --doc-dist <gen>       THD: generated lengths: longtail:SEED:N[:MAX] (N documents of 1 to MAX tokens,\n"
+    << "                             default MAX 4096, as many per octave: mostly short, most tokens long) or\n"
+    << "                             fixed:LEN:N; documents go to groups by basp_comm_assign_documents\n"
     << "      --backend <b>          mpi (host memory) or nccl (device memory), default mpi\n"
     << "      --placement <p>        default, contiguous" << (kPlacementTopology >= 0 ? ", topology" : "") << "\n"
-    << "size = bytes per rank of the sequence-sharded tensors one iteration moves; see docs/benchmarks.md\n";
+    << "size = bytes per rank of the sequence-sharded tensors one iteration moves, on average over the ranks:\n"
+    << "S = floor(N * size / (B * bytes per token)); the size column is the largest rank's; see docs/benchmarks.md\n";
   return u.str();
 }
 

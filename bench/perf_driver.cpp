@@ -1,6 +1,7 @@
-// The shared driver of the perf binaries (nccl-tests' common.cu): parse, allocate once for the largest size,
-// then for each micro-batch B and size: create the plans of each mode through the public C ABI, warm up, time
-// the iterations, check one more iteration bit-exactly, print a row. Everything an operation changes is in its
+// The shared driver of the perf binaries (nccl-tests' common.cu): parse, then for each micro-batch B and size:
+// create the plans of each mode through the public C ABI, check the plans' own description against the
+// benchmark's formulas, grow the buffers to the shapes (outside the timed region), warm up, time the iterations,
+// check one more iteration bit-exactly, print a row. Everything an operation changes is in its
 // PerfOp (perf_op.h).
 #include <mpi.h>
 
@@ -36,13 +37,29 @@ struct ModeSetup {
   int32_t requested_groups;  // 1 = Ulysses, -1 = gcd rule
 };
 
-// The buffers of one exchange: per tensor, the input and output at the largest size of the sweep.
+// The buffers of one exchange: per tensor, the input and output, grown to the largest shape measured so far.
 struct ExchangeBuffers {
   std::vector<Buffer> inputs;
   std::vector<Buffer> outputs;
   std::vector<const void*> input_ptrs;
   std::vector<void*> output_ptrs;
 };
+
+// One mode at one micro-batch size: its comm and, for THD, how the documents went to its groups.
+struct ModeState {
+  basp::Comm comm;
+  basp::RankInfo info;                                                 // this rank, from basp_comm_query
+  basp_doc_assignment_t assignment = BASP_DOC_ASSIGNMENT_INITIALIZER;  // THD: this rank
+  int64_t max_rank_tokens = 0;                                         // THD: over all ranks
+  std::vector<int64_t> streams;                                        // THD: T of each group
+  std::vector<int64_t> cu_seqlens;  // THD: this rank's group's document boundaries (basp_plan_set_documents)
+};
+
+// "1000" or "998..1003": the range of a list, for the THD comment line.
+std::string range_text(const std::vector<int64_t>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo == *hi ? std::to_string(*lo) : std::to_string(*lo) + ".." + std::to_string(*hi);
+}
 
 class Driver {
  public:
@@ -58,30 +75,55 @@ class Driver {
   // Throws ArgError for shapes the options cannot describe.
   void plan_rows() {
     token_bytes_ = bytes_per_token(exchanges_, o_.head_dim, elem_);
-    rows_ = shape_rows(size_sweep(o_), o_.micro_batches, size_, token_bytes_, elem_);
+    rows_ = thd() ? thd_rows(o_.micro_batches, o_.doc_lengths)
+                  : shape_rows(size_sweep(o_), o_.micro_batches, size_, token_bytes_, elem_, o_.mode);
+    // A gather that must sum a KV head held by several ranks needs a type the library can add.
+    for (int64_t b : o_.micro_batches) {
+      for (int64_t g : mode_groups(o_.mode, size_, b)) {
+        const int64_t k = size_ / g;
+        for (const Exchange& e : exchanges_) {
+          for (const Tensor& t : e.tensors) {
+            if (e.direction == Direction::kGather && !summable(o_.dtype) &&
+                max_holders(k, t.heads, t.query_heads) > 1) {
+              throw ArgError("-d (" + std::string(dtype_name(o_.dtype)) + "): the gather of " + t.name +
+                             " sums key/value heads that several ranks hold (Hkv " + std::to_string(t.heads) +
+                             " for Hq " + std::to_string(t.query_heads) + " at K = " + std::to_string(k) +
+                             ", B = " + std::to_string(b) + "), which needs fp16, bf16, fp32 or fp64");
+            }
+          }
+        }
+      }
+    }
   }
 
   int run() {
     if (!all_succeed(world_, op_.program, [&] { setup_memory(); })) return 3;
     print_preamble();
     for (int64_t b : o_.micro_batches) {
-      std::vector<basp::Comm> comms(modes_.size());
-      std::vector<basp::RankInfo> groups(modes_.size());
+      std::vector<ModeState> states(modes_.size());
       const bool ok = all_succeed(world_, op_.program, [&] {
         for (size_t m = 0; m < modes_.size(); ++m) {
-          comms[m] = make_comm(b, modes_[m]);
-          groups[m] = comms[m].query(0);
+          states[m].comm = make_comm(b, modes_[m]);
+          states[m].info = states[m].comm.query(0);
+          if (thd()) assign_documents(states[m]);
         }
       });
       if (!ok) return 3;
       std::string line = "# B = " + std::to_string(b) + ":";
       for (size_t m = 0; m < modes_.size(); ++m) {
-        line += (m ? " | " : " ") + modes_[m].name + " G=" + std::to_string(groups[m].num_groups) +
-                " K=" + std::to_string(groups[m].group_size);
+        line += (m ? " | " : " ") + modes_[m].name + " G=" + std::to_string(states[m].info.num_groups) +
+                " K=" + std::to_string(states[m].info.group_size);
+        if (thd()) line += " T=" + range_text(states[m].streams);
       }
       print(line + "\n");
-      for (const RowShape& r : rows_) {
+      for (RowShape r : rows_) {
         if (r.micro_batch != b) continue;
+        if (thd()) {
+          int64_t tokens = 0;
+          for (const ModeState& st : states) tokens = std::max(tokens, st.max_rank_tokens);
+          r.bytes = tokens * token_bytes_;
+          r.count = r.bytes / elem_;
+        }
         TableRow row;
         row.bytes = r.bytes;
         row.count = r.count;
@@ -90,9 +132,10 @@ class Driver {
         row.seq_len = r.seq_len;
         for (size_t m = 0; m < modes_.size(); ++m) {
           ModeResult res;
-          if (!measure(comms[m], r, res)) return 3;
+          JsonRecord j;
+          if (!measure(states[m], r, res, j)) return 3;
           row.modes.push_back(res);
-          record(modes_[m].name, r, res);
+          record(modes_[m].name, r, res, j);
         }
         print(table_row(row));
         if (row.modes.size() == 2 && row.modes[0].time_us > 0 && row.modes[1].time_us > 0) {
@@ -105,6 +148,8 @@ class Driver {
   }
 
  private:
+  bool thd() const { return o_.layout == BASP_LAYOUT_THD; }
+
   void print(const std::string& text) const {
     if (rank_ == 0) {
       std::fputs(text.c_str(), stdout);
@@ -123,19 +168,22 @@ class Driver {
     } else {
       memory_ = make_host_memory();
     }
-    int64_t max_tokens = 0;
-    for (const RowShape& r : rows_) max_tokens = std::max(max_tokens, r.tokens_per_rank);
-    for (const Exchange& e : exchanges_) {
-      ExchangeBuffers buf;
-      for (int64_t h : e.heads) {
-        const auto bytes = static_cast<size_t>(max_tokens * h * o_.head_dim * elem_);
-        buf.inputs.emplace_back(*memory_, bytes);
-        buf.outputs.emplace_back(*memory_, bytes);
-        buf.input_ptrs.push_back(buf.inputs.back().get());
-        buf.output_ptrs.push_back(buf.outputs.back().get());
-      }
-      buffers_.push_back(std::move(buf));
+    buffers_.resize(exchanges_.size());
+    for (size_t e = 0; e < exchanges_.size(); ++e) {
+      const size_t n = exchanges_[e].tensors.size();
+      buffers_[e].inputs.resize(n);
+      buffers_[e].outputs.resize(n);
+      buffers_[e].input_ptrs.assign(n, nullptr);
+      buffers_[e].output_ptrs.assign(n, nullptr);
     }
+  }
+
+  // Grows a buffer to `bytes` (outside any timed region; the old one is released first, so memory never holds
+  // both).
+  void ensure(Buffer& buf, size_t bytes) {
+    if (buf.get() && buf.bytes() >= bytes) return;
+    buf = Buffer();
+    buf = Buffer(*memory_, bytes);
   }
 
   basp::Comm make_comm(int64_t micro_batch, const ModeSetup& mode) const {
@@ -153,21 +201,66 @@ class Driver {
     }
   }
 
+  // THD: the documents to the mode's groups (not collective: every rank computes every rank's share).
+  void assign_documents(ModeState& st) const {
+    const auto n = static_cast<int32_t>(o_.doc_lengths.size());
+    std::vector<int64_t> streams(static_cast<size_t>(st.info.num_groups), -1);
+    st.max_rank_tokens = 0;
+    for (int32_t r = 0; r < size_; ++r) {
+      basp_doc_assignment_t a = BASP_DOC_ASSIGNMENT_INITIALIZER;
+      basp::check(basp_comm_assign_documents(st.comm.get(), o_.doc_lengths.data(), n, 0, r, &a, nullptr, nullptr, 0));
+      streams[static_cast<size_t>(a.group_index)] = a.stream_tokens;
+      st.max_rank_tokens = std::max(st.max_rank_tokens, a.token_end - a.token_begin);
+      if (r == rank_) {
+        st.assignment = a;
+        st.cu_seqlens.assign(static_cast<size_t>(n) + 1, 0);
+        basp::check(basp_comm_assign_documents(st.comm.get(), o_.doc_lengths.data(), n, 0, r, &a, nullptr,
+                                               st.cu_seqlens.data(), n));
+        st.cu_seqlens.resize(static_cast<size_t>(a.num_docs) + 1);
+      }
+      // The library's token range must be tensor_split's of the stream.
+      if (a.token_begin != split_begin(a.stream_tokens, a.group_size, a.group_position) ||
+          a.token_end != split_begin(a.stream_tokens, a.group_size, a.group_position + 1)) {
+        throw std::runtime_error("basp_comm_assign_documents gives rank " + std::to_string(r) + " tokens [" +
+                                 std::to_string(a.token_begin) + ", " + std::to_string(a.token_end) +
+                                 ") of a stream of " + std::to_string(a.stream_tokens) + ", not tensor_split's range");
+      }
+    }
+    st.streams = streams;
+  }
+
   void print_preamble() {
     const std::string ranks = rank_lines(world_);
     std::string p;
     p += "# " + std::string(op_.program) + ": " + op_.description + "\n";
     p += "# nranks " + std::to_string(size_) + " backend " + backend_name(o_.backend) + " placement " +
-         placement_name(o_.placement) + " layout " + layout_name(o_.layout) + " heads " + std::to_string(o_.heads) +
-         " kv-heads " + std::to_string(o_.kv_heads) + " head-dim " + std::to_string(o_.head_dim) + " type " +
-         dtype_name(o_.dtype) + " mode " + mode_name(o_.mode) + "\n";
-    const std::string step =
-        o_.step_factor > 1 ? std::to_string(o_.step_factor) + "(factor)" : std::to_string(o_.step_bytes) + "(bytes)";
-    p += "# minBytes " + std::to_string(o_.min_bytes) + " maxBytes " + std::to_string(o_.max_bytes) + " step: " + step +
-         " warmup iters: " + std::to_string(o_.warmup_iters) + " iters: " + std::to_string(o_.iters) +
-         " validation: " + std::to_string(o_.check) + " blocking: " + std::to_string(o_.blocking) +
-         " graph: " + std::to_string(o_.graph_launches) + " average: " + std::to_string(o_.average) + "\n";
-    p += "# size = bytes per rank of " + std::string(op_.size_meaning) + "; busbw = algbw * (K-1)/K\n";
+         placement_name(o_.placement) + " layout " + layout_name(o_.layout) +
+         (o_.model.empty() ? "" : " model " + o_.model) + " heads " + std::to_string(o_.heads) + " kv-heads " +
+         std::to_string(o_.kv_heads) + " head-dim " + std::to_string(o_.head_dim) + " type " + dtype_name(o_.dtype) +
+         " mode " + mode_name(o_.mode) + " pass " + pass_name(o_.pass) + "\n";
+    p += "# exchanges per iteration: " + describe_exchanges(exchanges_) + "\n";
+    if (thd()) {
+      int64_t total = 0;
+      for (int64_t l : o_.doc_lengths) total += l;
+      p += "# THD: " + std::to_string(o_.doc_lengths.size()) + " documents of " + range_text(o_.doc_lengths) +
+           " tokens, " + std::to_string(total) + " in all (" + o_.doc_source +
+           "), assigned to each mode's groups by basp_comm_assign_documents; S = all tokens, T = each group's "
+           "stream\n";
+    } else {
+      const std::string step =
+          o_.step_factor > 1 ? std::to_string(o_.step_factor) + "(factor)" : std::to_string(o_.step_bytes) + "(bytes)";
+      p +=
+          "# minBytes " + std::to_string(o_.min_bytes) + " maxBytes " + std::to_string(o_.max_bytes) + " step: " + step;
+    }
+    p += std::string(thd() ? "#" : "") + " warmup iters: " + std::to_string(o_.warmup_iters) +
+         " iters: " + std::to_string(o_.iters) + " validation: " + std::to_string(o_.check) +
+         " blocking: " + std::to_string(o_.blocking) + " graph: " + std::to_string(o_.graph_launches) +
+         " average: " + std::to_string(o_.average) + "\n";
+    p +=
+        "# size = bytes of " + size_meaning(exchanges_) +
+        " on the rank holding the most (max over ranks and modes; algbw = the mode's own largest rank's bytes / time)" +
+        (thd() ? "" : ", S = floor(N * requested size / (B * bytes per token)), not rounded") +
+        "; busbw = algbw * (K-1)/K\n";
     if (o_.backend == BASP_BACKEND_MPI) {
       const char* path = std::getenv("BASP_MPI_TRANSPORT");
       p += std::string("# MPI backend (BASP_MPI_TRANSPORT=") + (path ? path : "auto") +
@@ -180,10 +273,14 @@ class Driver {
     print(p);
   }
 
-  void iteration(std::vector<basp::Plan>& plans) {
+  void iteration(std::vector<basp::Plan>& plans, int64_t tokens) {
     for (size_t e = 0; e < exchanges_.size(); ++e) {
       ExchangeBuffers& buf = buffers_[e];
-      if (exchanges_[e].direction == Direction::kScatter) {
+      const bool scatter = exchanges_[e].direction == Direction::kScatter;
+      if (thd()) {
+        basp::check((scatter ? basp_scatter_tokens : basp_gather_tokens)(plans[e].get(), tokens, buf.input_ptrs.data(),
+                                                                         buf.output_ptrs.data(), memory_->stream()));
+      } else if (scatter) {
         plans[e].scatter(buf.input_ptrs.data(), buf.output_ptrs.data(), memory_->stream());
       } else {
         plans[e].gather(buf.input_ptrs.data(), buf.output_ptrs.data(), memory_->stream());
@@ -192,12 +289,12 @@ class Driver {
   }
 
   // Per-rank seconds of one iteration.
-  double time_iterations(std::vector<basp::Plan>& plans) {
-    for (int32_t i = 0; i < o_.warmup_iters; ++i) iteration(plans);
+  double time_iterations(std::vector<basp::Plan>& plans, int64_t tokens) {
+    for (int32_t i = 0; i < o_.warmup_iters; ++i) iteration(plans, tokens);
     memory_->synchronize();
     if (o_.graph_launches > 0) {
       memory_->capture_graph([&] {
-        for (int32_t i = 0; i < o_.iters; ++i) iteration(plans);
+        for (int32_t i = 0; i < o_.iters; ++i) iteration(plans, tokens);
       });
       MPI_Barrier(world_);
       const double t0 = MPI_Wtime();
@@ -213,48 +310,50 @@ class Driver {
     MPI_Barrier(world_);
     const double t0 = MPI_Wtime();
     for (int32_t i = 0; i < o_.iters; ++i) {
-      iteration(plans);
+      iteration(plans, tokens);
       if (o_.blocking) memory_->synchronize();
     }
     memory_->synchronize();
     return (MPI_Wtime() - t0) / o_.iters;
   }
 
+  std::vector<std::vector<TensorCheck>> checks(const RankPlace& place) const {
+    std::vector<std::vector<TensorCheck>> out;
+    for (const Exchange& ex : exchanges_) {
+      out.emplace_back();
+      for (const Tensor& t : ex.tensors)
+        out.back().push_back(tensor_check(place, ex.direction, o_.dtype, o_.head_dim, t));
+    }
+    return out;
+  }
+
   // Fills the inputs, poisons the outputs, runs one iteration and counts wrong output elements on this rank.
-  int64_t check_iteration(std::vector<basp::Plan>& plans, const basp::RankInfo& info) {
-    std::vector<Shard> in_shards, out_shards;
+  int64_t check_iteration(std::vector<basp::Plan>& plans, const RankPlace& place) {
+    const std::vector<std::vector<TensorCheck>> all = checks(place);
     std::vector<unsigned char> staging;
     for (size_t e = 0; e < exchanges_.size(); ++e) {
-      const Exchange& ex = exchanges_[e];
-      for (size_t t = 0; t < ex.heads.size(); ++t) {
-        const Shard seq = seq_shard(info, o_.layout, elem_, o_.head_dim, ex.heads[t]);
-        const Shard head = head_shard(info, o_.layout, elem_, o_.head_dim, ex.heads[t]);
-        const bool scatter = ex.direction == Direction::kScatter;
-        const Shard& in = scatter ? seq : head;
-        const Shard& out = scatter ? head : seq;
+      for (size_t t = 0; t < all[e].size(); ++t) {
+        const TensorCheck& c = all[e][t];
         const int64_t id = static_cast<int64_t>(e) * BASP_MAX_TENSORS + static_cast<int64_t>(t);
         void* in_buf = buffers_[e].inputs[t].get();
         if (memory_->host_accessible()) {
-          fill_expected(in, kSeed, id, in_buf);
+          fill_input(c, kSeed, id, in_buf);
         } else {
-          staging.resize(static_cast<size_t>(in.bytes()));
-          fill_expected(in, kSeed, id, staging.data());
+          staging.resize(static_cast<size_t>(c.input.bytes()));
+          fill_input(c, kSeed, id, staging.data());
           memory_->copy_to_buffer(in_buf, staging.data(), staging.size());
         }
-        memory_->fill(buffers_[e].outputs[t].get(), kCheckPoison, static_cast<size_t>(out.bytes()));
+        memory_->fill(buffers_[e].outputs[t].get(), kCheckPoison, static_cast<size_t>(c.output.bytes()));
       }
     }
-    iteration(plans);
+    iteration(plans, place.seq_len);
     memory_->synchronize();
     int64_t wrong = 0;
     for (size_t e = 0; e < exchanges_.size(); ++e) {
-      const Exchange& ex = exchanges_[e];
-      for (size_t t = 0; t < ex.heads.size(); ++t) {
-        const bool scatter = ex.direction == Direction::kScatter;
-        const Shard out = scatter ? head_shard(info, o_.layout, elem_, o_.head_dim, ex.heads[t])
-                                  : seq_shard(info, o_.layout, elem_, o_.head_dim, ex.heads[t]);
+      for (size_t t = 0; t < all[e].size(); ++t) {
+        const TensorCheck& c = all[e][t];
         const int64_t id = static_cast<int64_t>(e) * BASP_MAX_TENSORS + static_cast<int64_t>(t);
-        const auto bytes = static_cast<size_t>(out.bytes());
+        const auto bytes = static_cast<size_t>(c.output.bytes());
         unsigned char* host = nullptr;
         if (memory_->host_accessible()) {
           host = static_cast<unsigned char*>(buffers_[e].outputs[t].get());
@@ -263,60 +362,140 @@ class Driver {
           memory_->copy_to_host(staging.data(), buffers_[e].outputs[t].get(), bytes);
           host = staging.data();
         }
-        if (e == 0 && t == 0 && o_.corrupt > 0) {
-          // Test hook: damage the result the way a wrong offset would, so a test can see the check fail.
+        if (e + 1 == exchanges_.size() && t + 1 == all[e].size() && o_.corrupt > 0) {
+          // Test hook: damage the result the way a wrong offset would, so a test can see the check fail. The last
+          // tensor of the iteration: V of a forward scatter, dV of a backward gather (a sum when KV heads are
+          // replicated).
           for (size_t i = 0; i < std::min(bytes, static_cast<size_t>(o_.corrupt)); ++i) host[i] ^= 0xFF;
         }
-        wrong += count_wrong(out, kSeed, id, host);
+        wrong += count_wrong_output(c, kSeed, id, host);
       }
     }
     return wrong;
   }
 
+  // The plan's own description must agree with the benchmark's formulas (tensor_split of tokens and heads, the
+  // KV heads that follow the query split, the routing minimum). `place` is at the plan's token count (THD: its
+  // capacity, as basp_plan_info_t reports it).
+  void check_plan_info(const basp::PlanInfo& pi, const Exchange& e, const RankPlace& place) const {
+    auto fail = [&](const std::string& what, int64_t got, int64_t want) {
+      throw std::runtime_error("plan query disagrees with the benchmark's shape: " + what + " is " +
+                               std::to_string(got) + ", expected " + std::to_string(want) +
+                               " (K = " + std::to_string(place.group_size) + ", position " +
+                               std::to_string(place.position) + ", S = " + std::to_string(place.seq_len) + ")");
+    };
+    if (pi.group_size != place.group_size) fail("group_size", pi.group_size, place.group_size);
+    const int64_t tb = split_begin(place.seq_len, place.group_size, place.position);
+    const int64_t te = split_begin(place.seq_len, place.group_size, place.position + 1);
+    if (pi.token_begin != tb) fail("token_begin", pi.token_begin, tb);
+    if (pi.token_end != te) fail("token_end", pi.token_end, te);
+    bool replicated = false;
+    for (size_t t = 0; t < e.tensors.size(); ++t) {
+      const Tensor& ten = e.tensors[t];
+      const std::string name = "tensor " + std::to_string(t) + " (" + ten.name + ") ";
+      const Shard seq = seq_shard(place, elem_, o_.head_dim, ten.heads);
+      const Shard head = head_shard(place, elem_, o_.head_dim, ten.heads, ten.query_heads);
+      if (pi.seq_sharded_elems[t] != seq.elements())
+        fail(name + "seq_sharded_elems", pi.seq_sharded_elems[t], seq.elements());
+      if (pi.head_sharded_elems[t] != head.elements()) {
+        fail(name + "head_sharded_elems", pi.head_sharded_elems[t], head.elements());
+      }
+      const int64_t held = pi.head_end[t] - pi.head_begin[t];
+      if (held != head.heads) fail(name + "heads held", held, head.heads);
+      if (held > 0 && pi.head_begin[t] != head.head_begin) fail(name + "head_begin", pi.head_begin[t], head.head_begin);
+      replicated = replicated || max_holders(place.group_size, ten.heads, ten.query_heads) > 1;
+    }
+    if ((pi.replicated != 0) != replicated) fail("replicated", pi.replicated, replicated);
+    const int64_t sent = routing_minimum(e, place);
+    if (pi.bytes_sent_per_exchange != sent) fail("bytes_sent_per_exchange", pi.bytes_sent_per_exchange, sent);
+  }
+
+  // Bytes this rank sends to other ranks in one exchange: every peer gets this rank's rows of the heads it holds.
+  int64_t routing_minimum(const Exchange& e, const RankPlace& place) const {
+    const std::vector<int64_t> to = scatter_bytes_to(place, elem_, o_.head_dim, e.tensors);
+    int64_t sent = 0;
+    for (size_t j = 0; j < to.size(); ++j) sent += static_cast<int64_t>(j) == place.position ? 0 : to[j];
+    return sent;
+  }
+
   // Plans (collective), timing and check of one mode at one row. False after an error was printed.
-  bool measure(basp::Comm& comm, const RowShape& r, ModeResult& res) {
+  bool measure(ModeState& st, const RowShape& r, ModeResult& res, JsonRecord& rec) {
     std::vector<basp::Plan> plans;
-    basp::RankInfo info;
+    RankPlace place;  // at this execute's tokens
     const bool created = all_succeed(world_, op_.program, [&] {
-      info = comm.query(r.seq_len);
-      for (const Exchange& e : exchanges_) {
+      RankPlace at_plan;  // at the plan's tokens (THD: the capacity)
+      int64_t capacity = 0;
+      if (thd()) {
+        place = rank_place(st.assignment);
+        for (int64_t t : st.streams) capacity = std::max(capacity, t);
+        capacity = std::max<int64_t>(capacity, 1);
+        at_plan = place;
+        at_plan.seq_len = capacity;
+      } else {
+        place = rank_place(st.comm.query(r.seq_len), o_.layout, r.seq_len);
+        at_plan = place;
+      }
+      for (size_t x = 0; x < exchanges_.size(); ++x) {
+        const Exchange& e = exchanges_[x];
         basp::PlanDesc desc;
         desc.layout = o_.layout;
         desc.dtype = o_.dtype;
-        desc.seq_len = r.seq_len;
+        desc.seq_len = thd() ? -1 : r.seq_len;
+        desc.token_capacity = thd() ? capacity : 0;
         desc.head_dim = o_.head_dim;
-        desc.num_tensors = static_cast<int32_t>(e.heads.size());
-        for (size_t t = 0; t < e.heads.size(); ++t) desc.num_heads[t] = e.heads[t];
+        desc.num_tensors = static_cast<int32_t>(e.tensors.size());
+        for (size_t t = 0; t < e.tensors.size(); ++t) {
+          desc.num_heads[t] = e.tensors[t].heads;
+          desc.query_heads[t] = e.tensors[t].query_heads;
+        }
         try {
-          plans.emplace_back(comm, desc);
+          plans.emplace_back(st.comm, desc);
         } catch (const basp::Error& err) {
           throw std::runtime_error("creating the plan (B = " + std::to_string(r.micro_batch) +
-                                   ", S = " + std::to_string(r.seq_len) + ", K = " + std::to_string(info.group_size) +
-                                   "): " + err.what());
+                                   ", S = " + std::to_string(r.seq_len) + ", K = " + std::to_string(place.group_size) +
+                                   ", " + describe_exchanges({e}) + "): " + err.what());
         }
-        // The check's shapes come from plain formulas; they must agree with the library's view of the plan.
-        const basp::PlanInfo pi = plans.back().info();
-        for (size_t t = 0; t < e.heads.size(); ++t) {
-          const int64_t expect = seq_shard(info, o_.layout, elem_, o_.head_dim, e.heads[t]).elements();
-          if (pi.seq_sharded_elems[t] != expect || pi.head_sharded_elems[t] != expect) {
-            throw std::runtime_error("plan query disagrees with the benchmark's shape: tensor " + std::to_string(t) +
-                                     " has " + std::to_string(pi.seq_sharded_elems[t]) + " elements, expected " +
-                                     std::to_string(expect));
-          }
+        check_plan_info(plans.back().info(), e, at_plan);
+        // THD: the group's document boundaries, as a training step passes them (checked across the group).
+        if (thd()) {
+          basp::check(basp_plan_set_documents(plans.back().get(), st.cu_seqlens.data(),
+                                              static_cast<int32_t>(st.cu_seqlens.size()) - 1));
+        }
+        // Buffers for this execute's shapes.
+        for (size_t t = 0; t < e.tensors.size(); ++t) {
+          const TensorCheck c = tensor_check(place, e.direction, o_.dtype, o_.head_dim, e.tensors[t]);
+          ensure(buffers_[x].inputs[t], static_cast<size_t>(c.input.bytes()));
+          ensure(buffers_[x].outputs[t], static_cast<size_t>(c.output.bytes()));
+          buffers_[x].input_ptrs[t] = buffers_[x].inputs[t].get();
+          buffers_[x].output_ptrs[t] = buffers_[x].outputs[t].get();
         }
       }
     });
     if (!created) return false;
-    res.num_groups = info.num_groups;
-    res.group_size = info.group_size;
+    res.num_groups = st.info.num_groups;
+    res.group_size = st.info.group_size;
+    // Per-rank byte counts of this mode, for the JSON: the largest and smallest rank.
+    int64_t counts[4] = {0, 0, 0, 0};  // rank bytes, -rank bytes, sent, -sent
+    for (const Exchange& e : exchanges_) {
+      for (const Tensor& t : e.tensors) counts[0] += seq_shard(place, elem_, o_.head_dim, t.heads).bytes();
+      counts[2] += routing_minimum(e, place);
+    }
+    counts[1] = -counts[0];
+    counts[3] = -counts[2];
+    MPI_Allreduce(MPI_IN_PLACE, counts, 4, MPI_INT64_T, MPI_MAX, world_);
+    rec.rank_bytes_max = counts[0];
+    rec.rank_bytes_min = -counts[1];
+    rec.sent_bytes_max = counts[2];
+    rec.sent_bytes_min = -counts[3];
     // Failures from here on happen inside collectives: abort rather than leave other ranks waiting.
     try {
-      const double seconds = combine_time(world_, time_iterations(plans), o_.average);
+      const double seconds = combine_time(world_, time_iterations(plans, place.seq_len), o_.average);
       res.time_us = seconds * 1e6;
-      res.algbw = algbw_gbs(r.bytes, seconds);
-      res.busbw = busbw_gbs(res.algbw, info.group_size);
+      // The mode's own largest rank (the slowest one): the size column's bytes unless the other mode holds more.
+      res.algbw = algbw_gbs(rec.rank_bytes_max, seconds);
+      res.busbw = busbw_gbs(res.algbw, st.info.group_size);
       if (o_.check) {
-        int64_t wrong = check_iteration(plans, info);
+        int64_t wrong = check_iteration(plans, place);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
         res.wrong = wrong;
         wrong_ += wrong;
@@ -330,8 +509,7 @@ class Driver {
     return true;
   }
 
-  void record(const std::string& mode, const RowShape& r, const ModeResult& res) {
-    JsonRecord j;
+  void record(const std::string& mode, const RowShape& r, const ModeResult& res, JsonRecord j) {
     j.mode = mode;
     j.micro_batch = r.micro_batch;
     j.num_groups = res.num_groups;
@@ -362,16 +540,22 @@ class Driver {
     if (rank_ != 0 || o_.json_path.empty()) return;
     std::string batches;
     for (int64_t b : o_.micro_batches) batches += (batches.empty() ? "" : ", ") + std::to_string(b);
-    const std::vector<std::pair<std::string, std::string>> header = {
+    std::string docs;
+    for (int64_t l : o_.doc_lengths) docs += (docs.empty() ? "" : ", ") + std::to_string(l);
+    std::vector<std::pair<std::string, std::string>> header = {
         {"program", json_string(op_.program)},
         {"operation", json_string(op_.description)},
-        {"size_meaning", json_string(op_.size_meaning)},
+        {"exchanges", json_string(describe_exchanges(exchanges_))},
+        {"size_meaning", json_string(size_meaning(exchanges_))},
+        {"size_is", json_string("the largest rank's bytes, over ranks and modes")},
         {"date", json_string(utc_date())},
         {"nranks", std::to_string(size_)},
         {"backend", json_string(backend_name(o_.backend))},
         {"placement", json_string(placement_name(o_.placement))},
         {"layout", json_string(layout_name(o_.layout))},
         {"dtype", json_string(dtype_name(o_.dtype))},
+        {"model", o_.model.empty() ? std::string("null") : json_string(o_.model)},
+        {"pass", json_string(pass_name(o_.pass))},
         {"heads", std::to_string(o_.heads)},
         {"kv_heads", std::to_string(o_.kv_heads)},
         {"head_dim", std::to_string(o_.head_dim)},
@@ -383,6 +567,10 @@ class Driver {
         {"graph_launches", std::to_string(o_.graph_launches)},
         {"mpi_transport", json_string(std::getenv("BASP_MPI_TRANSPORT") ? std::getenv("BASP_MPI_TRANSPORT") : "auto")},
     };
+    if (thd()) {
+      header.emplace_back("doc_source", json_string(o_.doc_source));
+      header.emplace_back("doc_lengths", "[" + docs + "]");
+    }
     std::ofstream out(o_.json_path);
     out << perf_json(header, records_, wrong_, o_.check != 0, avg_busbw);
     if (!out) std::fprintf(stderr, "%s: error: could not write -J (%s)\n", op_.program, o_.json_path.c_str());

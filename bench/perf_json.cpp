@@ -46,7 +46,15 @@ std::string perf_json(const std::vector<std::pair<std::string, std::string>>& he
            ", \"S\": " + std::to_string(r.seq_len) + ", \"size\": " + std::to_string(r.bytes) +
            ", \"count\": " + std::to_string(r.count) + ", \"time_us\": " + json_number(r.time_us) +
            ", \"algbw_gbs\": " + json_number(r.algbw) + ", \"busbw_gbs\": " + json_number(r.busbw) +
-           ", \"wrong\": " + (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong)) + "}";
+           ", \"wrong\": " + (r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
+    const std::pair<const char*, int64_t> extra[] = {{"rank_bytes_max", r.rank_bytes_max},
+                                                     {"rank_bytes_min", r.rank_bytes_min},
+                                                     {"sent_bytes_max", r.sent_bytes_max},
+                                                     {"sent_bytes_min", r.sent_bytes_min}};
+    for (const auto& [key, value] : extra) {
+      if (value >= 0) out += std::string(", \"") + key + "\": " + std::to_string(value);
+    }
+    out += "}";
   }
   out += "\n  ],\n";
   out += "  \"out_of_bounds\": " + (checked ? std::to_string(wrong) : std::string("null")) + ",\n";

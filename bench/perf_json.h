@@ -20,6 +20,12 @@ struct JsonRecord {
   double algbw = 0;
   double busbw = 0;
   int64_t wrong = -1;  // -1: not checked (written as null)
+  // Per rank, over the ranks of this mode (-1: not recorded, left out): the sequence-sharded bytes of one
+  // iteration and the bytes sent to other ranks in one iteration (the routing minimum, as the plans report it).
+  int64_t rank_bytes_max = -1;
+  int64_t rank_bytes_min = -1;
+  int64_t sent_bytes_max = -1;
+  int64_t sent_bytes_min = -1;
 };
 
 // A quoted JSON string.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "perf_args.h"
@@ -11,16 +12,39 @@ namespace basp::bench {
 
 enum class Direction { kScatter, kGather };
 
-// One basp_scatter or basp_gather call: one plan over tensors with these head counts (Q, K, V: {Hq, Hkv, Hkv}).
-struct Exchange {
-  Direction direction;
-  std::vector<int64_t> heads;
+// One tensor of an exchange: its heads and, for a key/value tensor, the query heads whose split it follows
+// (basp_plan_desc_t.query_heads; 0: query-like, its heads follow their own split).
+struct Tensor {
+  std::string name;  // "Q", "dK": for the header
+  int64_t heads = 0;
+  int64_t query_heads = 0;
 };
 
+// One basp_scatter or basp_gather call: one plan over these tensors.
+struct Exchange {
+  Direction direction;
+  std::vector<Tensor> tensors;
+};
+
+// The exchanges of one attention layer. Forward: scatter Q, K, V (one exchange), gather O. Backward: scatter dO,
+// gather dQ, dK, dV (the gather that sums a KV head's gradient over the ranks holding it).
+inline Exchange forward_scatter(const PerfOptions& o) {
+  return {Direction::kScatter, {{"Q", o.heads, 0}, {"K", o.kv_heads, o.heads}, {"V", o.kv_heads, o.heads}}};
+}
+inline Exchange forward_gather(const PerfOptions& o) { return {Direction::kGather, {{"O", o.heads, 0}}}; }
+inline Exchange backward_scatter(const PerfOptions& o) { return {Direction::kScatter, {{"dO", o.heads, 0}}}; }
+inline Exchange backward_gather(const PerfOptions& o) {
+  return {Direction::kGather, {{"dQ", o.heads, 0}, {"dK", o.kv_heads, o.heads}, {"dV", o.kv_heads, o.heads}}};
+}
+
+// "scatter Q(32) K(8) V(8); gather O(32)": the header's description of an iteration.
+std::string describe_exchanges(const std::vector<Exchange>& exchanges);
+// "Q, K, V and O": the tensors whose sequence-sharded bytes "size" counts.
+std::string size_meaning(const std::vector<Exchange>& exchanges);
+
 struct PerfOp {
-  const char* program;       // "basp_alltoall_perf"
-  const char* description;   // one line for the output's header
-  const char* size_meaning;  // which tensors "size" counts, for the header
+  const char* program;      // "basp_alltoall_perf"
+  const char* description;  // one line for the output's header
   std::vector<Exchange> (*exchanges)(const PerfOptions& options);
 };
 

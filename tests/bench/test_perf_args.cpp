@@ -2,6 +2,8 @@
 // must produce a message naming the option and the value as typed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -189,4 +191,128 @@ TEST_CASE("size_sweep steps by factor or by bytes and never passes -e", "[bench]
   CHECK(size_sweep(parse({"-b", "1", "-e", "1024G", "-f", "1024"})) ==
         std::vector<int64_t>{1, 1024, 1 << 20, 1 << 30, kMaxBytes});
   CHECK(size_sweep(parse({"-b", "1023G", "-e", "1024G", "-i", "1G"})).size() == 2);
+}
+
+TEST_CASE("--model sets Hq, Hkv and D; explicit head options override it anywhere on the line", "[bench][args]") {
+  struct Expect {
+    const char* name;
+    int64_t hq, hkv, d;
+  };
+  const Expect models[] = {
+      {"llama-3.2-1b", 32, 8, 64},   {"llama-3.2-3b", 24, 8, 128}, {"llama-3.1-8b", 32, 8, 128},
+      {"qwen1.5-1.8b", 16, 16, 128}, {"qwen2.5-1.5b", 12, 2, 128}, {"qwen2.5-3b", 16, 2, 128},
+      {"qwen2.5-7b", 28, 4, 128},
+  };
+  REQUIRE(basp::bench::model_presets().size() == std::size(models));
+  const std::string usage = basp::bench::perf_usage("basp_alltoall_perf");
+  for (const Expect& m : models) {
+    INFO(m.name);
+    const PerfOptions o = parse({"--model", m.name});
+    CHECK(o.model == m.name);
+    CHECK(o.heads == m.hq);
+    CHECK(o.kv_heads == m.hkv);
+    CHECK(o.head_dim == m.d);
+    CHECK_THAT(usage, Contains(m.name));  // --help lists every preset
+  }
+  const PerfOptions before = parse({"--heads", "16", "--model", "llama-3.1-8b"});
+  CHECK(before.heads == 16);
+  CHECK(before.kv_heads == 8);
+  CHECK(before.head_dim == 128);
+  const PerfOptions after = parse({"--model=qwen2.5-7b", "--head-dim", "64", "--kv-heads", "7"});
+  CHECK(after.heads == 28);
+  CHECK(after.kv_heads == 7);
+  CHECK(after.head_dim == 64);
+  CHECK_THAT(error_of({"--model", "gpt-2"}),
+             Contains("--model ('gpt-2'): unknown model; expected one of: llama-3.2-1b"));
+}
+
+TEST_CASE("heads: any Hq, Hkv dividing it, below the group size too", "[bench][args]") {
+  const PerfOptions o = parse({"--heads", "12", "--kv-heads", "1"});
+  CHECK(o.heads == 12);
+  CHECK(o.kv_heads == 1);
+  CHECK(parse({"--heads", "7", "--kv-heads", "7"}).heads == 7);
+  CHECK_THAT(error_of({"--heads", "32", "--kv-heads", "6"}), Contains("--kv-heads (6) does not divide --heads (32)"));
+  // The default Hkv (8) against a model-less Hq that it does not divide.
+  CHECK_THAT(error_of({"--heads", "12"}), Contains("--kv-heads (8) does not divide --heads (12)"));
+}
+
+TEST_CASE("--pass picks the forward, backward or both passes' exchanges", "[bench][args]") {
+  using basp::bench::Pass;
+  CHECK(parse({}).pass == Pass::kForward);
+  CHECK(parse({"--pass", "bwd"}).pass == Pass::kBackward);
+  CHECK(parse({"--pass=both"}).pass == Pass::kBoth);
+  CHECK_THAT(error_of({"--pass", "up"}), Contains("--pass ('up'): unknown value; expected one of: fwd, bwd, both"));
+}
+
+TEST_CASE("--layout thd takes the documents; sizes and documents do not mix", "[bench][args]") {
+  const PerfOptions o = parse({"--layout", "thd", "--doc-lengths", "4096,17,1,900"});
+  CHECK(o.layout == BASP_LAYOUT_THD);
+  CHECK(o.doc_lengths == std::vector<int64_t>{4096, 17, 1, 900});
+  CHECK_THAT(o.doc_source, Contains("--doc-lengths (4 documents)"));
+  CHECK(parse({"--layout", "thd", "--doc-dist", "fixed:100:3"}).doc_lengths == std::vector<int64_t>{100, 100, 100});
+  CHECK_THAT(error_of({"--layout", "thd"}), Contains("--layout thd needs the micro-batch's documents"));
+  CHECK_THAT(error_of({"--doc-lengths", "5,6"}), Contains("--doc-lengths (2 documents): documents need --layout thd"));
+  CHECK_THAT(error_of({"--doc-dist", "longtail:1:4"}),
+             Contains("--doc-dist longtail:1:4: documents need --layout thd"));
+  CHECK_THAT(error_of({"--layout", "thd", "--doc-lengths", "5", "-b", "1M"}),
+             Contains("-b/-e/-i/-f: not applicable with --layout thd"));
+  CHECK_THAT(error_of({"--layout", "thd", "--doc-lengths", "5,0"}), Contains("--doc-lengths ('5,0'): item '0'"));
+  CHECK_THAT(error_of({"--layout", "thd", "--doc-lengths", "1073741825"}),
+             Contains("is not an integer in 1..1073741824"));
+  CHECK_THAT(error_of({"--layout", "thd", "--doc-lengths", "1073741824,1073741824"}),
+             Contains("more than 2147483647 tokens in all"));
+}
+
+TEST_CASE("--doc-dist generators and their errors", "[bench][args]") {
+  using basp::bench::longtail_lengths;
+  using basp::bench::parse_doc_dist;
+  CHECK(parse_doc_dist("longtail:7:50", "--doc-dist") == longtail_lengths(7, 50, 4096));
+  CHECK(parse_doc_dist("longtail:7:50:100", "--doc-dist") == longtail_lengths(7, 50, 100));
+  CHECK(parse_doc_dist("fixed:3:2", "--doc-dist") == std::vector<int64_t>{3, 3});
+  const char* bad[][2] = {
+      {"uniform:1:2", "unknown length generator"},
+      {"longtail:1", "unknown length generator"},
+      {"longtail:1:2:3:4", "unknown length generator"},
+      {"longtail:x:2", "SEED ('x') is not an integer"},
+      {"longtail:1:0", "N ('0') is not an integer in 1..1048576"},
+      {"longtail:1:2:0", "MAX ('0')"},
+      {"fixed:0:2", "LEN ('0')"},
+      {"fixed:1073741824:3", "more than 2147483647 tokens in all"},
+  };
+  for (const auto& b : bad) {
+    INFO(b[0]);
+    try {
+      parse_doc_dist(b[0], "--doc-dist");
+      FAIL("accepted");
+    } catch (const ArgError& e) {
+      CHECK_THAT(std::string(e.what()), Contains(std::string("--doc-dist ('") + b[0] + "')") && Contains(b[1]));
+    }
+  }
+}
+
+TEST_CASE("longtail lengths: deterministic, 1 to MAX tokens, most documents short, most tokens long", "[bench][args]") {
+  using basp::bench::longtail_lengths;
+  const std::vector<int64_t> a = longtail_lengths(42, 2000, 4096);
+  CHECK(a == longtail_lengths(42, 2000, 4096));
+  CHECK(a != longtail_lengths(43, 2000, 4096));
+  CHECK(*std::min_element(a.begin(), a.end()) == 1);
+  CHECK(*std::max_element(a.begin(), a.end()) >= 3000);
+  CHECK(*std::max_element(a.begin(), a.end()) <= 4096);
+  std::vector<int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  int64_t total = 0, long_tokens = 0;
+  for (int64_t l : a) {
+    total += l;
+    if (l >= 512) long_tokens += l;
+  }
+  CHECK(sorted[sorted.size() / 2] < 200);  // the median document is short (an octave in the middle)
+  CHECK(long_tokens * 4 > total * 3);      // documents of 512 tokens and more hold most tokens
+  // Every octave of lengths gets about as many documents: 13 octaves (1, 2-3, ..., 4096).
+  int64_t first_octave = std::count(a.begin(), a.end(), 1);
+  CHECK(first_octave > 2000 / 13 / 2);
+  CHECK(first_octave < 2000 / 13 * 2);
+  // A cap below a power of two still covers the range.
+  const std::vector<int64_t> c = longtail_lengths(1, 500, 3000);
+  CHECK(*std::max_element(c.begin(), c.end()) <= 3000);
+  CHECK(*std::max_element(c.begin(), c.end()) > 2048);
 }

@@ -42,3 +42,18 @@ TEST_CASE("perf_json lists every record and the footer", "[bench][json]") {
   CHECK_THAT(j, Contains("\"avg_busbw_gbs\": 2.5"));
   CHECK_THAT(perf_json({}, {}, 0, false, 0), Contains("\"out_of_bounds\": null"));
 }
+
+TEST_CASE("perf_json writes the per-rank byte counts when recorded", "[bench][json]") {
+  JsonRecord a;
+  a.mode = "basp";
+  a.rank_bytes_max = 300;
+  a.rank_bytes_min = 0;
+  a.sent_bytes_max = 250;
+  a.sent_bytes_min = 7;
+  const std::string j = perf_json({}, {a}, 0, true, 0);
+  CHECK_THAT(j, Contains("\"wrong\": null, \"rank_bytes_max\": 300, \"rank_bytes_min\": 0, \"sent_bytes_max\": 250, "
+                         "\"sent_bytes_min\": 7}"));
+  JsonRecord b;
+  b.mode = "ulysses";
+  CHECK_THAT(perf_json({}, {b}, 0, true, 0), !Contains("rank_bytes_max"));
+}
