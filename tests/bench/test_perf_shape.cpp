@@ -1,7 +1,9 @@
-// From requested sizes to shapes: S is a multiple of N, every rank holds T = B*S/N tokens, the row reports the
-// bytes actually moved, and impossible shapes are an error naming the options.
+// From requested sizes to shapes: S = floor(N * size / (B * bytes per token)), not rounded to a multiple of N; the
+// row reports the bytes of the rank holding the most; impossible shapes are an error naming the options.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "perf_shape.h"
@@ -10,43 +12,97 @@ using namespace basp::bench;
 using Catch::Matchers::Contains;
 
 TEST_CASE("bytes_per_token sums the heads of every exchange", "[bench][shape]") {
-  const std::vector<Exchange> round_trip{{Direction::kScatter, {32, 8, 8}}, {Direction::kGather, {32}}};
+  const std::vector<Exchange> round_trip{
+      {Direction::kScatter, {{"Q", 32, 0}, {"K", 8, 32}, {"V", 8, 32}}},
+      {Direction::kGather, {{"O", 32, 0}}},
+  };
   CHECK(bytes_per_token(round_trip, 128, 2) == (32 + 8 + 8 + 32) * 128 * 2);
-  const std::vector<Exchange> huge{{Direction::kScatter, {int64_t{1} << 40}}};
+  const std::vector<Exchange> huge{{Direction::kScatter, {{"Q", int64_t{1} << 40, 0}}}};
   CHECK_THROWS_AS(bytes_per_token(huge, int64_t{1} << 30, 8), ArgError);
 }
 
-TEST_CASE("shape_rows derives S from the per-rank size", "[bench][shape]") {
+TEST_CASE("split_begin and split_count follow torch.tensor_split", "[bench][shape]") {
+  for (int64_t items : {0, 1, 5, 7, 8, 13, 100}) {
+    for (int64_t parts : {1, 2, 3, 8}) {
+      int64_t at = 0;
+      for (int64_t j = 0; j < parts; ++j) {
+        // tensor_split: the first items % parts parts get one more.
+        const int64_t count = items / parts + (j < items % parts ? 1 : 0);
+        CHECK(split_begin(items, parts, j) == at);
+        CHECK(split_count(items, parts, j) == count);
+        at += count;
+      }
+      CHECK(split_begin(items, parts, parts) == items);
+    }
+  }
+}
+
+TEST_CASE("mode_groups and max_rank_tokens", "[bench][shape]") {
+  CHECK(mode_groups(Mode::kBoth, 8, 4) == std::vector<int64_t>{1, 4});
+  CHECK(mode_groups(Mode::kBasp, 8, 6) == std::vector<int64_t>{2});
+  CHECK(mode_groups(Mode::kUlysses, 8, 6) == std::vector<int64_t>{1});
+  CHECK(max_rank_tokens(21, 2, 1, 8) == 2 * 3);  // Ulysses: 21 tokens over 8 ranks, 3 on the first
+  CHECK(max_rank_tokens(21, 2, 2, 8) == 1 * 6);  // G = 2, K = 4: one sequence each, 6 tokens on the first
+  CHECK(max_rank_tokens(3, 1, 1, 8) == 1);       // S < K: some ranks hold none, none holds more than one
+}
+
+TEST_CASE("shape_rows derives S from the mean bytes per rank, without rounding it", "[bench][shape]") {
   const int64_t token = 48 * 128 * 2;  // Q, K, V with Hq = 32, Hkv = 8, D = 128, bf16
   const int64_t n = 8;
   const std::vector<int64_t> sizes{1024, 1 << 20, 64 << 20, (64 << 20) + 1};
-  const std::vector<RowShape> rows = shape_rows(sizes, {1, 2, 4, 8}, n, token, 2);
+  const std::vector<RowShape> rows = shape_rows(sizes, {1, 2, 4, 8}, n, token, 2, Mode::kBoth);
   int64_t last_b = -1, last_s = -1;
+  bool uneven = false;
   for (const RowShape& r : rows) {
     INFO("B " << r.micro_batch << " S " << r.seq_len);
-    CHECK(r.seq_len % n == 0);
-    CHECK(r.seq_len >= n);
-    CHECK(r.tokens_per_rank * n == r.micro_batch * r.seq_len);
-    CHECK(r.bytes == r.tokens_per_rank * token);
+    CHECK(r.seq_len >= 1);
+    uneven = uneven || r.seq_len % n != 0;
+    // The size column is the largest rank's bytes over both modes (Ulysses' here: B sequences of ceil(S / N)).
+    const int64_t most = std::max(max_rank_tokens(r.seq_len, r.micro_batch, 1, n),
+                                  max_rank_tokens(r.seq_len, r.micro_batch, std::gcd(n, r.micro_batch), n));
+    CHECK(r.bytes == most * token);
     CHECK(r.count * 2 == r.bytes);
-    // Never more than asked for, except the one-token-per-sequence minimum.
-    CHECK((r.bytes <= (64 << 20) + 1 || r.seq_len == n));
+    // The mean over the ranks is never more than asked for, except the one-token minimum (S = 1).
+    CHECK((r.micro_batch * r.seq_len * token <= n * ((64 << 20) + 1) || r.seq_len == 1));
     // Sizes that give the same S are measured once.
     CHECK(!(r.micro_batch == last_b && r.seq_len == last_s));
     last_b = r.micro_batch;
     last_s = r.seq_len;
   }
-  // 64 MiB at B = 2: T = 64 MiB / 12 KiB = 5461 tokens -> 2730 per sequence -> S = 8 * 2730.
-  bool found = false;
-  for (const RowShape& r : rows) {
-    if (r.micro_batch == 2 && r.seq_len == 8 * 2730) found = true;
+  CHECK(uneven);
+  // Each size alone: the mean bytes per rank B * S * token / N is the largest not above it (S >= 1 aside).
+  for (int64_t size : {int64_t{100000}, int64_t{1} << 20, int64_t{3} << 20, int64_t{64} << 20}) {
+    for (int64_t b : {1, 2, 3, 4, 8}) {
+      const std::vector<RowShape> one = shape_rows({size}, {b}, n, token, 2, Mode::kBoth);
+      REQUIRE(one.size() == 1);
+      INFO("size " << size << " B " << b << " S " << one[0].seq_len);
+      CHECK(b * one[0].seq_len * token <= n * size);
+      CHECK(b * (one[0].seq_len + 1) * token > n * size);
+    }
   }
-  CHECK(found);
-  // 1 KiB is below one token per sequence per rank: it becomes the minimum S = N.
-  CHECK(rows.front().seq_len == n);
+  // 64 MiB at B = 2: 8 * 64 MiB / (2 * 12 KiB) = 21845.3 -> S = 21845, not a multiple of 8 (the rounding of earlier
+  // versions gave 8 * 2730 = 21840); the first rank of each group holds 2731 tokens of each of 2 sequences.
+  const auto it = std::find_if(rows.begin(), rows.end(),
+                               [](const RowShape& r) { return r.micro_batch == 2 && r.seq_len == 21845; });
+  REQUIRE(it != rows.end());
+  CHECK(it->bytes == 2 * 2731 * token);
+  // 1 KiB is below one token: it becomes the minimum S = 1, one token on each rank that holds any.
+  CHECK(rows.front().seq_len == 1);
   CHECK(rows.front().bytes == token);
+  // BASP alone at B = 8 (K = 1): every rank holds whole sequences, S tokens of each.
+  const std::vector<RowShape> basp = shape_rows({1 << 20}, {8}, n, token, 2, Mode::kBasp);
+  REQUIRE(basp.size() == 1);
+  CHECK(basp[0].bytes == basp[0].seq_len * token);
 }
 
 TEST_CASE("shape_rows rejects a minimum shape beyond the size bound", "[bench][shape]") {
-  CHECK_THROWS_WITH(shape_rows({1024}, {int64_t{1} << 30}, 8, 1 << 20, 2), Contains("-B (1073741824)"));
+  CHECK_THROWS_WITH(shape_rows({1024}, {int64_t{1} << 30}, 8, 1 << 20, 2, Mode::kBoth), Contains("-B (1073741824)"));
+}
+
+TEST_CASE("thd_rows: one row per B holding every document's tokens", "[bench][shape]") {
+  const std::vector<RowShape> rows = thd_rows({1, 4}, {5, 1, 4000});
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].micro_batch == 1);
+  CHECK(rows[1].micro_batch == 4);
+  CHECK(rows[1].seq_len == 4006);
 }
