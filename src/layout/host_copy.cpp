@@ -170,10 +170,77 @@ void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* place
   if (streaming) stream_fence();
 }
 
+namespace {
+
+// The sum of one replicated head over its holders (sum_rows.h's order and rounding), with the holders' pointers
+// worked out once per (row, head) and the elements in chunks, so that the inner loops run over contiguous elements
+// (and vectorise) instead of re-deriving every contribution's address per element. Bit-identical to
+// sum_elements: each element gets the same additions in the same order.
+void sum_head(int32_t dtype, unsigned char* dst, const unsigned char* const* src, int32_t n, int64_t count) {
+  constexpr int64_t kChunk = 256;
+  for (int64_t i0 = 0; i0 < count; i0 += kChunk) {
+    const int64_t m = count - i0 < kChunk ? count - i0 : kChunk;
+    if (dtype == BASP_DTYPE_FP64) {
+      double acc[kChunk];
+      std::memcpy(acc, src[0] + i0 * 8, static_cast<size_t>(m) * 8);
+      for (int32_t c = 1; c < n; ++c) {
+        double v[kChunk];
+        std::memcpy(v, src[c] + i0 * 8, static_cast<size_t>(m) * 8);
+        for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] + v[i];
+      }
+      std::memcpy(dst + i0 * 8, acc, static_cast<size_t>(m) * 8);
+      continue;
+    }
+    float acc[kChunk];
+    float v[kChunk];
+    auto load = [&](const unsigned char* p, float* out) {
+      if (dtype == BASP_DTYPE_FP32) {
+        std::memcpy(out, p + i0 * 4, static_cast<size_t>(m) * 4);
+        return;
+      }
+      uint16_t h[kChunk];
+      std::memcpy(h, p + i0 * 2, static_cast<size_t>(m) * 2);
+      if (dtype == BASP_DTYPE_FP16) {
+        for (int64_t i = 0; i < m; ++i) out[i] = half_to_float(h[i]);
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[i] = bf16_to_float(h[i]);
+      }
+    };
+    load(src[0], acc);
+    for (int32_t c = 1; c < n; ++c) {
+      load(src[c], v);
+      for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] + v[i];
+    }
+    if (dtype == BASP_DTYPE_FP32) {
+      std::memcpy(dst + i0 * 4, acc, static_cast<size_t>(m) * 4);
+      continue;
+    }
+    uint16_t h[kChunk];
+    for (int64_t i = 0; i < m; ++i) h[i] = dtype == BASP_DTYPE_FP16 ? float_to_half(acc[i]) : float_to_bf16(acc[i]);
+    std::memcpy(dst + i0 * 2, h, static_cast<size_t>(m) * 2);
+  }
+}
+
+constexpr int32_t kMaxHolders = 64;  // holders of one head whose pointers fit on the stack; more: one at a time
+
+}  // namespace
+
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming) {
   const int64_t rows = g.seq_rows(g.me);
   const int64_t db = g.dim_bytes();
   with_peers(g, places, [&](auto peer) {
+    bool any_shared = false;
+    for (int64_t j = 0; j < g.k && !any_shared; ++j) any_shared = peer(j).shared_lo || peer(j).shared_hi;
+    if (!any_shared) {  // nothing replicated: every position's heads are one copy per row
+      for (int64_t r = 0; r < rows; ++r) {
+        std::byte* out = seq + r * g.seq_row_bytes();
+        for (int64_t j = 0; j < g.k; ++j) {
+          const Peer& p = peer(j);
+          if (p.rb > 0) copy_bytes(out + p.lo * db, p.row(g, r), p.rb, streaming);
+        }
+      }
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       std::byte* out = seq + r * g.seq_row_bytes();
       for (int64_t j = 0; j < g.k; ++j) {
@@ -189,12 +256,19 @@ void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int3
         for (const int64_t h : {p.shared_lo ? p.lo : int64_t{-1}, p.shared_hi ? p.hi - 1 : int64_t{-1}}) {
           if (h < 0 || g.first_holder(h) != j) continue;
           const int64_t first = j;
+          const auto n = static_cast<int32_t>(g.last_holder(h) - first + 1);
           auto source = [&](int32_t c) {
             const Peer& q = peer(first + c);
             return reinterpret_cast<const unsigned char*>(q.row(g, r) + (h - q.lo) * db);
           };
-          sum_elements(dtype, reinterpret_cast<unsigned char*>(out + h * db), source,
-                       static_cast<int32_t>(g.last_holder(h) - first + 1), g.head_dim);
+          auto* dst = reinterpret_cast<unsigned char*>(out + h * db);
+          if (n > kMaxHolders) {
+            sum_elements(dtype, dst, source, n, g.head_dim);
+            continue;
+          }
+          const unsigned char* src[kMaxHolders];
+          for (int32_t c = 0; c < n; ++c) src[c] = source(c);
+          sum_head(dtype, dst, src, n, g.head_dim);
         }
       }
     }

@@ -140,13 +140,15 @@ TEST_CASE("a whole group through the host copies: scatter, gather and the summin
   for (int trial = 0; trial < 400; ++trial) {
     Geometry g = random_geometry(rng);
     if (trial % 3 == 0) g.head_dim = 8 * g.k;  // rows that are multiples of 16 bytes: the streaming stores run
-    if (trial < 2) {  // a group larger than the copies' per-position cache (64): worked out on the fly
+    if (trial < 3) {  // a group larger than the copies' per-position cache (64): worked out on the fly
       g.k = 70;
       g.seq_len = 75;
       g.head_dim = 2;
       g.b_loc = g.layout == BASP_LAYOUT_THD ? 1 : 2;
-      g.heads = trial == 0 ? 3 : 2;
-      g.split_heads = trial == 0 ? 3 : 140;
+      const int64_t heads[] = {3, 2, 1};
+      const int64_t split[] = {3, 140, 70};  // the last: MQA, one head with 70 holders (FP32: exact sums)
+      g.heads = heads[trial];
+      g.split_heads = split[trial];
     }
     const int32_t dtype = summable[trial % 4];
     if (g.replicated()) g.elem = elem_of(dtype);
