@@ -71,6 +71,20 @@ BASP_API const char* basp_last_error(void);
  * against). Any pointer may be NULL. */
 BASP_API basp_status_t basp_get_version(int* major, int* minor, int* patch);
 
+/* What this build of the library has, as bits of *features (since 0.4): the backends compiled in and hwloc
+ * topology discovery. Says nothing of the machine (a build with NCCL loads on a machine without a GPU). */
+#define BASP_FEATURE_MPI 1u   /* the MPI backend, basp_comm_create_mpi */
+#define BASP_FEATURE_CUDA 2u  /* the CUDA kernels */
+#define BASP_FEATURE_NCCL 4u  /* the NCCL backend, basp_comm_create_nccl / basp_comm_create_oob */
+#define BASP_FEATURE_HWLOC 8u /* topology discovery through hwloc */
+BASP_API basp_status_t basp_get_features(unsigned* features);
+
+/* The NCCL this library runs with (since 0.4): *version as ncclGetVersion gives it (22809 for 2.28.9) and the
+ * file it was loaded from, NUL-terminated in path[path_capacity] (cut to fit). An ncclComm_t passed to
+ * basp_comm_create_nccl must come from this same file: another libnccl's communicator is another library's
+ * object. Needs no GPU. BASP_ERROR_UNSUPPORTED in a build without NCCL. Either pointer may be NULL. */
+BASP_API basp_status_t basp_get_nccl_library(int* version, char* path, size_t path_capacity);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Enumerations. Values are fixed forever.
  * ------------------------------------------------------------------------------------------------------- */

@@ -17,6 +17,9 @@
 #include "plan/dtype.h"
 #include "runtime/create.h"
 #include "runtime/plan.h"
+#if BASP_HAVE_NCCL
+#include "transport/nccl/nccl_util.h"
+#endif
 
 namespace {
 
@@ -83,6 +86,32 @@ basp_status_t basp_get_version(int* major, int* minor, int* patch) {
     if (major) *major = BASP_VERSION_MAJOR;
     if (minor) *minor = BASP_VERSION_MINOR;
     if (patch) *patch = BASP_VERSION_PATCH;
+  });
+}
+
+basp_status_t basp_get_features(unsigned* features) {
+  return guarded(__func__, [&] {
+    BASP_CHECK_ARG(features != nullptr, "features is NULL");
+    *features = (BASP_HAVE_MPI ? BASP_FEATURE_MPI : 0u) | (BASP_HAVE_CUDA ? BASP_FEATURE_CUDA : 0u) |
+                (BASP_HAVE_NCCL ? BASP_FEATURE_NCCL : 0u) | (BASP_HAVE_HWLOC ? BASP_FEATURE_HWLOC : 0u);
+  });
+}
+
+basp_status_t basp_get_nccl_library(int* version, char* path, size_t path_capacity) {
+  return guarded(__func__, [&] {
+#if BASP_HAVE_NCCL
+    BASP_CHECK_ARG(path == nullptr || path_capacity > 0, "path_capacity is 0 but path is not NULL");
+    if (version != nullptr) *version = basp::transport::nccl::runtime_version();
+    if (path != nullptr) {
+      const std::string file = basp::transport::nccl::library_path();
+      const size_t n = std::min(file.size(), path_capacity - 1);
+      std::memcpy(path, file.data(), n);
+      path[n] = '\0';
+    }
+#else
+    (void)version, (void)path, (void)path_capacity;
+    basp::detail::fail(BASP_ERROR_UNSUPPORTED, "this libbasp was built without NCCL");
+#endif
   });
 }
 

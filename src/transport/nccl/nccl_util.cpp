@@ -1,9 +1,24 @@
 #include "transport/nccl/nccl_util.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <thread>
 
 namespace basp::transport::nccl {
+
+int runtime_version() {
+  int version = 0;
+  BASP_NCCL_CHECK(ncclGetVersion(&version));
+  return version;
+}
+
+std::string library_path() {
+  Dl_info info{};
+  // The address of the function this library calls resolves to the file the dynamic linker bound it to.
+  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
 
 std::string error_string(ncclResult_t rc) {
   std::string out = ncclGetErrorString(rc);

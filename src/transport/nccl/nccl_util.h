@@ -16,6 +16,11 @@
 
 namespace basp::transport::nccl {
 
+// The NCCL the library was linked to at run time: ncclGetVersion's code and the file that defines it ("" when the
+// dynamic linker cannot say).
+int runtime_version();
+std::string library_path();
+
 // "<ncclGetErrorString>: <ncclGetLastError>" (the second part when NCCL has one).
 std::string error_string(ncclResult_t rc);
 
