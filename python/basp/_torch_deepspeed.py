@@ -42,14 +42,14 @@ import torch
 
 from ._abi import Layout
 from ._torch_attention import kv_head_map
-from ._torch_exchange import head_gather, head_scatter, plan_id
+from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter, plan_id
 from .comm import Comm
 from .errors import invalid_argument
 from .plan import Plan
 
 WHERE = "basp.torch.DistributedAttention"
 # A symbolic int under torch.compile (PyTorch 2); plain ints only on older PyTorch.
-_INTS: Tuple[type, ...] = (int, torch.SymInt) if hasattr(torch, "SymInt") else (int,)
+_INTS: Tuple[type, ...] = (int,) + SYMBOLIC_INTS
 
 # (layout, S, Hq, Hkv, D, dtype, device) -> the plans' state.
 PlanKey = Tuple[Layout, int, int, int, int, Any, str]

@@ -1,0 +1,339 @@
+"""BaspAttention: attention over sequence-sharded Q, K, V, with the head scatter before a local attention function
+and the head gather after it (basp.torch re-exports it)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+
+from . import _abi, _arrays
+from ._abi import Layout
+from ._torch_exchange import head_gather, head_scatter, plan_id
+from .comm import Comm
+from .errors import Error, invalid_argument
+from .plan import LayoutLike, Plan
+
+# fn(q, k, v, causal) -> out, on head-sharded [b, h, S, D] tensors.
+AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
+# fn(q, k, v, cu_seqlens, max_seqlen, causal) -> out, on a head-sharded packed stream [T, h, D] (flash-attn's
+# flash_attn_varlen_func(q, k, v, cu, cu, max_seqlen, max_seqlen, causal=causal) fits).
+VarlenAttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, bool], torch.Tensor]
+CuSeqlens = Any  # a 1-D torch.Tensor, numpy array or sequence of ints: [0, end of document 0, ..., T]
+
+
+def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(D)) V on [b, h, S, D] tensors, masking j > i when causal."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        s_q, s_k = scores.shape[-2], scores.shape[-1]
+        future = torch.ones(s_q, s_k, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def default_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """PyTorch's scaled_dot_product_attention where this PyTorch has it (2.0+), else explicit_attention."""
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        return sdpa(q, k, v, is_causal=causal)
+    return explicit_attention(q, k, v, causal)
+
+
+def kv_head_map(plan: Plan, num_heads: int, num_kv_heads: int) -> List[int]:
+    """For a Q, K, V plan (tensors 0, 1, 2) of num_heads query and num_kv_heads key/value heads: the local K/V head
+    that each of this rank's query heads reads, kv(i) = floor((a + i) / r) - c, with a this rank's first query head,
+    r = num_heads / num_kv_heads and c its first K/V head (floor(a / r)), all from the plan info. Not uniform in
+    general: with uneven splits a rank's query heads need not start on a group boundary, and a K/V head may serve
+    query heads of several ranks."""
+    info = plan.info
+    r = num_heads // num_kv_heads
+    a, local_q = info.head_begin[0], info.head_end[0] - info.head_begin[0]
+    c, local_kv = info.head_begin[1], info.head_end[1] - info.head_begin[1]
+    kv = [(a + i) // r - c for i in range(local_q)]
+    if any(not 0 <= j < local_kv for j in kv) or (info.head_begin[2], info.head_end[2]) != (info.head_begin[1],
+                                                                                           info.head_end[1]):
+        raise Error(_abi.Status.ERROR_INTERNAL, "basp.torch: the plan gives this rank query heads %r and K/V heads %r "
+                    "and %r, which do not cover each other (num_heads %d, num_kv_heads %d)" % (
+                        info.head_ranges[0], info.head_ranges[1], info.head_ranges[2], num_heads, num_kv_heads))
+    return kv
+
+
+def _cu_list(cu_seqlens: CuSeqlens, where: str) -> List[int]:
+    """cu_seqlens as Python ints, checked: starts at 0, never decreases."""
+    if isinstance(cu_seqlens, torch.Tensor) or _arrays.is_numpy(cu_seqlens):
+        if cu_seqlens.ndim != 1:
+            raise invalid_argument("%s: cu_seqlens has shape %s; expected 1-D [num_docs + 1]" % (
+                where, tuple(cu_seqlens.shape)))
+        cu_seqlens = cu_seqlens.tolist()
+    try:
+        cu = [int(x) for x in cu_seqlens]
+    except (TypeError, ValueError):
+        raise invalid_argument("%s: cu_seqlens (%r) is not a sequence of ints" % (where, cu_seqlens)) from None
+    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+        raise invalid_argument("%s: cu_seqlens (%r) must start at 0 and never decrease (document boundaries of the "
+                               "group's stream)" % (where, cu if len(cu) <= 16 else cu[:16] + ["..."]))
+    return cu
+
+
+def _compiling() -> bool:
+    """Whether torch.compile (dynamo) is tracing this call (False on PyTorch without torch.compiler)."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+
+
+def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
+                     causal: bool = False) -> torch.Tensor:
+    """Attention over a packed stream [T, h, D] of documents (cu_seqlens: a 1-D tensor [0, ..., T] on q's device),
+    each token attending to its own document only (and to no later token when causal): one attention call with a
+    block-diagonal mask. Costs T x T per head, which suits tests and short streams; pass a varlen attention
+    (flash-attn's) to BaspAttention for long ones."""
+    tokens = q.shape[0]
+    position = torch.arange(tokens, device=q.device)
+    document = torch.searchsorted(cu_seqlens[1:].to(torch.int64), position, right=True)
+    mask = document[:, None] == document[None, :]
+    if causal:
+        mask = mask & (position[:, None] >= position[None, :])
+    qb, kb, vb = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # [1, h, T, D]
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        out = sdpa(qb, kb, vb, attn_mask=mask)
+    else:
+        scores = torch.matmul(qb, kb.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        out = torch.matmul(torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1), vb)
+    return out[0].transpose(0, 1)
+
+
+class BaspAttention(torch.nn.Module):
+    """Attention over sequence-sharded Q, K, V with BASP redistribution around a local attention function.
+
+    comm            a basp.Comm (any group size K: heads and tokens are split as torch.tensor_split does)
+    num_heads       Hq, query heads of the whole model layer
+    head_dim        D
+    num_kv_heads    Hkv (default Hq), dividing Hq (GQA; 1: MQA). The K/V tensors follow the query heads' split: each
+                    rank receives the K/V heads its query heads read (only those travel) and expands them locally
+                    (kv_head_map); a K/V head read by several ranks is sent to each, and the backward's gather sums
+                    their gradients. When K divides Hkv this is the independent split, and the plan stays uniform.
+    causal          mask future tokens (token order is the global order: the exchange restores whole sequences; THD:
+                    causal within each document)
+    attention       fn(q, k, v, causal) -> out on head-sharded [b, h, S, D] tensors (default: default_attention);
+                    for THD it is called once per document, with b = 1
+    layout          "bshd", "sbhd" or "thd" (basp.Layout), the layout of q, k, v and of the output
+    token_capacity  THD only: the most tokens of a group's stream in one forward (the plans are made for it)
+    varlen_attention  THD only: fn(q, k, v, cu_seqlens, max_seqlen, causal) -> out on the packed head-sharded stream
+                    [T, h, D] (cu_seqlens an int32 tensor on q's device), replacing the per-document loop
+    """
+
+    def __init__(self, comm: Comm, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
+                 causal: bool = False, attention: Optional[AttentionFn] = None,
+                 layout: LayoutLike = Layout.BSHD, token_capacity: Optional[int] = None,
+                 varlen_attention: Optional[VarlenAttentionFn] = None) -> None:
+        super().__init__()
+        where = "basp.torch.BaspAttention"
+        if not isinstance(comm, Comm):
+            raise invalid_argument("%s: comm (a %s) is not a basp.Comm" % (where, type(comm).__name__))
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads != 0:
+            raise invalid_argument("%s: num_heads (%d) must be a positive multiple of num_kv_heads (%d)" % (
+                where, num_heads, num_kv_heads))
+        if head_dim <= 0:
+            raise invalid_argument("%s: head_dim (%d) must be positive" % (where, head_dim))
+        self.comm = comm
+        self.num_heads = int(num_heads)
+        self.num_kv_heads = int(num_kv_heads)
+        self.head_dim = int(head_dim)
+        self.causal = bool(causal)
+        self.attention = attention if attention is not None else default_attention
+        self.varlen_attention = varlen_attention
+        self.layout = Layout[layout.upper()] if isinstance(layout, str) else Layout(layout)
+        if self.layout == Layout.THD:
+            if token_capacity is None or int(token_capacity) <= 0:
+                raise invalid_argument("%s: token_capacity (%r) must be positive for layout THD: the most tokens of "
+                                       "a group's stream in one forward" % (where, token_capacity))
+        elif token_capacity is not None or varlen_attention is not None:
+            raise invalid_argument("%s: token_capacity and varlen_attention are for layout THD, not %s" % (
+                where, self.layout.name))
+        self.token_capacity = None if token_capacity is None else int(token_capacity)
+        self._plans: Dict[Tuple[int, Any, str], Tuple[Plan, Plan]] = {}
+        self._kv_maps: Dict[Tuple[int, Any, str], Optional[torch.Tensor]] = {}
+        self._plan_ids: Dict[Tuple[int, Any, str], Tuple[int, int]] = {}
+
+    def _key(self, seq_len: Optional[int], dtype: Any, device: Union[torch.device, str]) -> Tuple[int, Any, str]:
+        tokens = self.token_capacity if self.layout == Layout.THD else int(seq_len)
+        return (tokens, dtype, str(torch.device(device)))
+
+    def plans(self, seq_len: Optional[int], dtype: Any, device: Union[torch.device, str]) -> Tuple[Plan, Plan]:
+        """(qkv plan, output plan) for full sequences of seq_len tokens (THD: seq_len is ignored, the plans are made
+        for the layer's token capacity); created on first use (collective over the group)."""
+        key = self._key(seq_len, dtype, device)
+        if key not in self._plans:
+            basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
+            thd = self.layout == Layout.THD
+            tokens = None if thd else key[0]
+            # K/V follow the query heads' split; when K divides Hkv that is their own split, planned query-like
+            # (the same routing, and the uniform shape every backend takes).
+            kv_query = 0 if self.num_kv_heads % self.comm.group_size == 0 else self.num_heads
+            qkv = Plan(self.comm, tokens, self.head_dim, [self.num_heads, self.num_kv_heads, self.num_kv_heads],
+                       basp_dtype, self.layout, query_heads=[0, kv_query, kv_query], token_capacity=self.token_capacity)
+            try:
+                out = Plan(self.comm, tokens, self.head_dim, [self.num_heads], basp_dtype, self.layout,
+                           token_capacity=self.token_capacity)
+                kv = kv_head_map(qkv, self.num_heads, self.num_kv_heads)
+            except BaseException:
+                qkv.close()
+                raise
+            identity = kv == list(range(qkv.info.head_end[1] - qkv.info.head_begin[1]))
+            self._kv_maps[key] = None if identity else torch.tensor(kv, dtype=torch.long, device=device)
+            self._plans[key] = (qkv, out)
+            self._plan_ids[key] = (plan_id(qkv), plan_id(out))
+        return self._plans[key]
+
+    def prepare(self, seq_len: Optional[int] = None, dtype: Any = torch.float32,
+                device: Union[torch.device, str] = "cpu") -> "BaspAttention":
+        """Makes the plans for sequences of seq_len tokens (THD: None) of `dtype` on `device` now (collective over
+        the group). Needed before torch.compile traces the layer: plans are made eagerly, never while tracing."""
+        if self.layout != Layout.THD and (seq_len is None or int(seq_len) <= 0):
+            raise invalid_argument("basp.torch.BaspAttention.prepare: seq_len (%r) must be positive for layout %s"
+                                   % (seq_len, self.layout.name))
+        self.plans(seq_len, dtype, device)
+        return self
+
+    def _ids(self, seq_len: Optional[int], dtype: Any, device: torch.device) -> Tuple[int, int, Optional[torch.Tensor]]:
+        """The plan ids and K/V map for this call: made on first use when eager; under torch.compile they must exist
+        (prepare), since making a plan is a collective call into the library."""
+        key = self._key(seq_len, dtype, device)
+        ids = self._plan_ids.get(key)
+        if ids is None:
+            if _compiling():
+                raise invalid_argument("basp.torch.BaspAttention: no plan for %s tokens of %s on %s while torch.compile "
+                                       "traces the layer: call layer.prepare(seq_len, dtype, device) before "
+                                       "compiling (plans are collective and are made eagerly)" % key)
+            self.plans(seq_len, dtype, device)
+            ids = self._plan_ids[key]
+        return ids[0], ids[1], self._kv_maps[key]
+
+    def _check(self, name: str, x: Any, heads: int) -> None:
+        ndim = 3 if self.layout == Layout.THD else 4
+        if not isinstance(x, torch.Tensor) or x.dim() != ndim:
+            raise invalid_argument("basp.torch.BaspAttention: %s must be a %d-d torch.Tensor (%s), got %s" % (
+                name, ndim, self.layout.name, tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
+        if x.shape[-2] != heads or x.shape[-1] != self.head_dim:
+            raise invalid_argument("basp.torch.BaspAttention: %s has shape %s: expected %d heads of dim %d in "
+                                   "its last two dims (%s)" % (name, tuple(x.shape), heads, self.head_dim,
+                                                               self.layout.name))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: Optional[int] = None,
+                cu_seqlens: Optional[CuSeqlens] = None, max_seqlen: Optional[int] = None,
+                num_tokens: Optional[int] = None) -> torch.Tensor:
+        """q [b_loc, S_l, Hq, D], k and v [b_loc, S_l, Hkv, D] (BSHD; SBHD swaps the first two; THD [T_l, H, D])
+        -> the attention output, sequence-sharded like q.
+
+        seq_len: S, the full sequence length; needed when the group size K does not divide it (default: S_l * K).
+        cu_seqlens (THD, required): the document boundaries of the group's stream, [0, ..., T], the same on every
+        rank of the group (basp.data.assign_documents(...).cu_seqlens); this rank's q holds tokens
+        basp_split(T, K, l) of it. A list is checked here; a 1-D integer tensor is what torch.compile takes (the
+        library checks it when the exchange runs). max_seqlen (THD): the longest document, for varlen_attention
+        (default: computed). num_tokens (THD): T, the stream's length (default: cu_seqlens[-1]); under
+        torch.compile pass it as an int, which the graph keeps symbolic.
+        """
+        where = "basp.torch.BaspAttention"
+        self._check("q", q, self.num_heads)
+        self._check("k", k, self.num_kv_heads)
+        self._check("v", v, self.num_kv_heads)
+        for name, x in (("k", k), ("v", v)):
+            if x.shape[:-2] != q.shape[:-2] or x.dtype != q.dtype or x.device != q.device:
+                raise invalid_argument("%s: %s (%s, %s, %s) does not match q (%s, %s, %s) in the token dims, dtype "
+                                       "and device" % (where, name, tuple(x.shape), x.dtype, x.device, tuple(q.shape),
+                                                       q.dtype, q.device))
+        if self.layout == Layout.THD:
+            if cu_seqlens is None:
+                raise invalid_argument("%s: cu_seqlens is required for layout THD" % where)
+            if seq_len is not None:
+                raise invalid_argument("%s: seq_len is not for layout THD (cu_seqlens[-1] is the stream's T)" % where)
+            return self._forward_thd(q, k, v, cu_seqlens, max_seqlen, num_tokens)
+        if cu_seqlens is not None or max_seqlen is not None or num_tokens is not None:
+            raise invalid_argument("%s: cu_seqlens, max_seqlen and num_tokens are for layout THD, not %s" % (
+                where, self.layout.name))
+        s_dim = 1 if self.layout == Layout.BSHD else 0
+        if seq_len is None:
+            seq_len = q.shape[s_dim] * self.comm.group_size
+        qkv_id, out_id, kv_map = self._ids(seq_len, q.dtype, q.device)
+        qh, kh, vh = head_scatter(qkv_id, q, k, v)
+        # -> [b, h, S, D] for the attention function.
+        to_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (1, 2, 0, 3)
+        qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
+        if kv_map is not None:
+            kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
+        # A rank without query heads (Hq < K) has nothing to compute: its output [b, 0, S, D] is qh's shape.
+        out = self.attention(qh, kh, vh, self.causal) if qh.shape[1] else qh
+        from_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (2, 0, 1, 3)
+        (out,) = head_gather(out_id, out.permute(*from_bhsd).contiguous())
+        return out
+
+    def _forward_thd(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: CuSeqlens,
+                     max_seqlen: Optional[int], num_tokens: Optional[int]) -> torch.Tensor:
+        where = "basp.torch.BaspAttention"
+        cu_list: Optional[List[int]] = None
+        if isinstance(cu_seqlens, torch.Tensor):
+            cu_t = cu_seqlens
+            if cu_t.dim() != 1 or cu_t.dtype not in (torch.int32, torch.int64):
+                raise invalid_argument("%s: cu_seqlens (shape %s, %s) must be a 1-D int32 or int64 tensor" % (
+                    where, tuple(cu_t.shape), cu_t.dtype))
+            if not _compiling():
+                cu_list = _cu_list(cu_t, where)
+        else:
+            cu_list = _cu_list(cu_seqlens, where)
+            cu_t = torch.tensor(cu_list, dtype=torch.int64)
+        if num_tokens is None:
+            if cu_list is None:
+                raise invalid_argument("%s: num_tokens (the stream's T) is required under torch.compile: cu_seqlens "
+                                       "is a tensor whose last value the graph cannot read" % where)
+            num_tokens = cu_list[-1]
+        elif cu_list is not None and int(num_tokens) != cu_list[-1]:
+            raise invalid_argument("%s: num_tokens (%d) is not cu_seqlens[-1] (%d)" % (where, int(num_tokens),
+                                                                                       cu_list[-1]))
+        qkv_id, out_id, kv_map = self._ids(None, q.dtype, q.device)
+        # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly. The
+        # library reads them on the host.
+        cu_host = cu_t.to(device="cpu", dtype=torch.int64)
+        qh, kh, vh = head_scatter(qkv_id, q, k, v, num_tokens=num_tokens, cu_seqlens=cu_host)  # [T, h, D]
+        if kv_map is not None:
+            kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
+        if not qh.shape[1]:
+            out = qh  # no query heads here: nothing to compute
+        elif self.varlen_attention is not None:
+            cu_dev = cu_t.to(device=q.device, dtype=torch.int32)
+            if max_seqlen is None:
+                if cu_list is None:
+                    raise invalid_argument("%s: max_seqlen is required with varlen_attention under torch.compile"
+                                           % where)
+                max_seqlen = max([b - a for a, b in zip(cu_list, cu_list[1:])] or [0])
+            out = self.varlen_attention(qh, kh, vh, cu_dev, int(max_seqlen), self.causal)
+        elif cu_list is None or (isinstance(cu_seqlens, torch.Tensor) and self.attention is default_attention):
+            # A tensor of boundaries: one masked attention over the stream (a graph torch.compile can trace).
+            out = packed_attention(qh, kh, vh, cu_t.to(q.device), self.causal)
+        else:
+            pieces = [qh[:0]]
+            for begin, end in zip(cu_list, cu_list[1:]):
+                if end > begin:  # [L, h, D] -> [1, h, L, D] -> attention -> [L, h, D]
+                    doc = [x[begin:end].transpose(0, 1).unsqueeze(0) for x in (qh, kh, vh)]
+                    pieces.append(self.attention(doc[0], doc[1], doc[2], self.causal)[0].transpose(0, 1))
+            out = torch.cat(pieces)
+        (out,) = head_gather(out_id, out.contiguous(), num_tokens=num_tokens, cu_seqlens=cu_host)
+        return out
+
+    def close(self) -> None:
+        """Destroys the cached plans (not collective)."""
+        for qkv, out in self._plans.values():
+            qkv.close()
+            out.close()
+        self._plans.clear()
+        self._kv_maps.clear()
+        self._plan_ids.clear()
+
+    def extra_repr(self) -> str:
+        capacity = ", token_capacity=%d" % self.token_capacity if self.token_capacity is not None else ""
+        return "num_heads=%d, num_kv_heads=%d, head_dim=%d, causal=%s, layout=%s%s, K=%d" % (
+            self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, capacity,
+            self.comm.group_size)

@@ -1,0 +1,202 @@
+"""torch.compile over libbasp's custom operators (PyTorch >= 2.4), under mpirun.
+
+A small model (input projections, BaspAttention, output projection) is compiled with fullgraph=True, so that any
+graph break fails the test, and compared with the same model run eagerly on the same inputs:
+- backend "aot_eager" (the traced forward and backward graphs, run by PyTorch's eager kernels): outputs and the
+  gradients of the input and of every weight bit-identical, for BSHD and SBHD with GQA and uneven heads and tokens,
+  and for THD streams of several lengths, which must all run on one graph (the token count is symbolic);
+- backend "inductor" (generated C++ kernels): within 1e-6 relative;
+- torch.library.opcheck of both operators (schema, fake implementation, autograd registration);
+- what is refused, by name: a layer traced before its plans exist, a plan id that names no plan.
+
+Run under mpirun (CTest: 2 ranks)."""
+import math
+import sys
+
+import torch
+from mpi4py import MPI
+
+import basp
+import basp.torch as bt
+from harness import check, expect_error, run
+
+WORLD = MPI.COMM_WORLD
+N = WORLD.Get_size()
+RANK = WORLD.Get_rank()
+E = 12  # model width
+
+torch.set_num_threads(1)
+
+
+class Block(torch.nn.Module):
+    """x [b, s_l, E] (or [s_l, b, E] for SBHD, [T_l, E] for THD) -> attention -> projection, like one layer."""
+
+    def __init__(self, comm, hq, hkv, d, layout, capacity=None):
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+        self.hq, self.hkv, self.d = hq, hkv, d
+        self.wq = torch.nn.Parameter(torch.randn(E, hq * d, generator=g) / math.sqrt(E))
+        self.wk = torch.nn.Parameter(torch.randn(E, hkv * d, generator=g) / math.sqrt(E))
+        self.wv = torch.nn.Parameter(torch.randn(E, hkv * d, generator=g) / math.sqrt(E))
+        self.wo = torch.nn.Parameter(torch.randn(hq * d, E, generator=g) / math.sqrt(hq * d))
+        self.attn = bt.BaspAttention(comm, hq, d, num_kv_heads=hkv, causal=True, layout=layout,
+                                     token_capacity=capacity)
+
+    def forward(self, x, seq_len=None, cu_seqlens=None, num_tokens=None):
+        lead = x.shape[:-1]
+        q = (x @ self.wq).reshape(*lead, self.hq, self.d)
+        k = (x @ self.wk).reshape(*lead, self.hkv, self.d)
+        v = (x @ self.wv).reshape(*lead, self.hkv, self.d)
+        if cu_seqlens is None:
+            out = self.attn(q, k, v, seq_len=seq_len)
+        else:
+            out = self.attn(q, k, v, cu_seqlens=cu_seqlens, num_tokens=num_tokens)
+        return out.reshape(*lead, self.hq * self.d) @ self.wo
+
+
+def run_once(fn, model, x, dy, **kwargs):
+    """Output, input gradient and weight gradients of one forward/backward."""
+    model.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(True)
+    y = fn(x, **kwargs)
+    y.backward(dy)
+    return [y.detach(), x.grad] + [p.grad.clone() for p in model.parameters()]
+
+
+def shard(comm, b, s, layout, seed):
+    """This rank's input and output gradient of a global [B, S, E] batch (its sequences and tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(comm.micro_batch, s, E, generator=g)
+    dy = torch.randn(comm.micro_batch, s, E, generator=g)
+    info = comm.shard(s)
+    x, dy = (basp.data.local_shard(t, info) for t in (x, dy))
+    if layout == "sbhd":
+        x, dy = (t.transpose(0, 1).contiguous() for t in (x, dy))
+    return x, dy
+
+
+def compare(what, eager, compiled, exact, rtol=1e-6):
+    for i, (a, b) in enumerate(zip(eager, compiled)):
+        name = "%s: tensor %d of (output, dx, dwq, dwk, dwv, dwo)" % (what, i)
+        check.equal(tuple(b.shape), tuple(a.shape), name + " shape")
+        if exact:
+            check.true(torch.equal(a, b), name + " is not bit-identical (max diff %g)" % (a - b).abs().max().item())
+        else:
+            scale = a.abs().max().item() or 1.0
+            check.true((a - b).abs().max().item() <= rtol * scale, name + " differs by %g (scale %g)" % (
+                (a - b).abs().max().item(), scale))
+
+
+def test_aot_eager_bit_identical_bshd_sbhd():
+    # Uneven heads (6 query heads over K = 4 ranks, K/V heads replicated) and tokens (S = 10 over K).
+    for b, hq, hkv, d, s, layout in ((2, 8, 2, 4, 16, "bshd"), (1, 6, 3, 4, 10, "bshd"), (2, 4, 1, 8, 12, "sbhd")):
+        comm = basp.Comm(WORLD, micro_batch=b)
+        model = Block(comm, hq, hkv, d, layout)
+        model.attn.prepare(s, torch.float32, "cpu")
+        x, dy = shard(comm, b, s, layout, seed=hq + s)
+        eager = run_once(model, model, x, dy, seq_len=s)
+        compiled_fn = torch.compile(model, backend="aot_eager", fullgraph=True)
+        compiled = run_once(compiled_fn, model, x, dy, seq_len=s)
+        compare("aot_eager %s Hq %d Hkv %d S %d" % (layout, hq, hkv, s), eager, compiled, exact=True)
+        # A second call reuses the graph and still matches (the plans' state carries over correctly).
+        again = run_once(compiled_fn, model, x, dy, seq_len=s)
+        compare("aot_eager %s, second call" % layout, eager, again, exact=True)
+        model.attn.close()
+        comm.close()
+
+
+class GraphCounter:
+    """A torch.compile backend that counts the graphs it is given and runs them eagerly (aot_eager)."""
+
+    def __init__(self):
+        self.graphs = 0
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+        self._boxed = make_boxed_func
+        self._backend = aot_autograd(fw_compiler=self._compile, bw_compiler=lambda gm, _: make_boxed_func(gm))
+
+    def _compile(self, gm, example_inputs):
+        self.graphs += 1
+        return self._boxed(gm)
+
+    def __call__(self, gm, example_inputs):
+        return self._backend(gm, example_inputs)
+
+
+def test_thd_one_graph_for_every_length():
+    # Streams of several lengths and document counts (two or more documents: a one-document stream's cu_seqlens
+    # of size 2 is a size PyTorch specialises on, and would be a second graph).
+    comm = basp.Comm(WORLD, micro_batch=1)  # one group of N ranks: one packed stream
+    k, pos = comm.group_size, comm.group_position
+    model = Block(comm, 4, 2, 4, "thd", capacity=64)
+    model.attn.prepare(None, torch.float32, "cpu")
+    counter = GraphCounter()
+    compiled_fn = torch.compile(model, backend=counter, fullgraph=True, dynamic=True)
+    for step, (tokens, docs) in enumerate(((13, [5, 8]), (40, [1, 30, 9]), (27, [26, 1]), (64, [20, 20, 24]))):
+        cu = torch.tensor([0] + [sum(docs[:i + 1]) for i in range(len(docs))], dtype=torch.int64)
+        check.equal(int(cu[-1]), tokens, "the documents fill the stream")
+        g = torch.Generator().manual_seed(100 + step)
+        x, dy = torch.randn(tokens, E, generator=g), torch.randn(tokens, E, generator=g)
+        begin, end = basp._library.split(tokens, k, pos, "test")
+        x, dy = x[begin:end].contiguous(), dy[begin:end].contiguous()
+        eager = run_once(model, model, x, dy, cu_seqlens=cu, num_tokens=tokens)
+        compiled = run_once(compiled_fn, model, x, dy, cu_seqlens=cu, num_tokens=tokens)
+        compare("aot_eager THD T %d docs %r" % (tokens, docs), eager, compiled, exact=True)
+    check.equal(counter.graphs, 1, "forward graphs compiled for four stream lengths (T is symbolic)")
+    model.attn.close()
+    comm.close()
+
+
+def test_inductor_close():
+    comm = basp.Comm(WORLD, micro_batch=2)
+    model = Block(comm, 4, 2, 8, "bshd")
+    model.attn.prepare(16, torch.float32, "cpu")
+    x, dy = shard(comm, 2, 16, "bshd", seed=3)
+    eager = run_once(model, model, x, dy, seq_len=16)
+    compiled = run_once(torch.compile(model, backend="inductor", fullgraph=True), model, x, dy, seq_len=16)
+    compare("inductor BSHD", eager, compiled, exact=False, rtol=1e-6)
+    model.attn.close()
+    comm.close()
+
+
+def test_opcheck():
+    comm = basp.Comm(WORLD, micro_batch=1)
+    plan = comm.plan(seq_len=2 * N + 1, head_dim=4, num_heads=[5, 1, 1], dtype=torch.float32,
+                     query_heads=[0, 5, 5])
+    pid = bt.plan_id(plan)
+    check.equal(bt.plan_id(plan), pid, "a plan keeps its id")
+    g = torch.Generator().manual_seed(5)
+    xs = [torch.randn(plan.seq_sharded_shape(t), generator=g, requires_grad=True) for t in range(3)]
+    # Every rank runs the same sequence of exchanges inside opcheck, so the collectives pair up.
+    torch.library.opcheck(torch.ops.basp.scatter.default, (pid, xs, -1, None))
+    hs = [torch.randn(plan.head_sharded_shape(t), generator=g, requires_grad=True) for t in range(3)]
+    torch.library.opcheck(torch.ops.basp.gather.default, (pid, hs, -1, None))
+    check.true(True, "opcheck passed (it raises otherwise)")
+    plan.close()
+    expect_error(lambda: bt.head_scatter(pid, *xs), basp.Status.ERROR_INVALID_ARGUMENT,
+                 "plan id %d names no live plan" % pid)
+    comm.close()
+
+
+def test_refusals():
+    comm = basp.Comm(WORLD, micro_batch=1)
+    model = Block(comm, 4, 2, 4, "bshd")  # no prepare: its plans do not exist
+    x, _ = shard(comm, 1, 8, "bshd", seed=1)
+    compiled_fn = torch.compile(model, backend="aot_eager", fullgraph=True)
+    try:
+        compiled_fn(x, seq_len=8)
+        raise AssertionError("tracing a layer without plans did not fail")
+    except AssertionError:
+        raise
+    except Exception as e:  # dynamo wraps what the traced code raised
+        check.true("layer.prepare(seq_len, dtype, device)" in str(e), "the error says what to do: %s" % e)
+    expect_error(lambda: model.attn.prepare(None), basp.Status.ERROR_INVALID_ARGUMENT, "seq_len (None)")
+    model.attn.close()
+    comm.close()
+
+
+if __name__ == "__main__":
+    if not bt.HAVE_CUSTOM_OPS:
+        print("torch %s has no torch.library.custom_op (needs 2.4): nothing to test" % torch.__version__)
+        sys.exit(77)
+    run(globals(), WORLD, sys.argv)
