@@ -4,7 +4,7 @@
 # a warning and NCCL_ROOT is ignored), the CUDA toolkit's directories (where the distribution packages and the
 # CUDA containers put it), then the system paths. PyTorch's pip wheel ships NCCL as
 # site-packages/nvidia/nccl/{include,lib} with only libnccl.so.2 (no libnccl.so link): pass that folder as
-# NCCL_ROOT (scripts/device-check.sh does).
+# NCCL_ROOT (scripts/device-check.sh and scripts/test.sh do); a wheel build (pip install .) finds it by itself.
 #
 # Sets BASP_HAVE_NCCL to 1 when both were found; NCCL is optional under BASP_ENABLE_CUDA=AUTO.
 set(BASP_HAVE_NCCL 0)
@@ -17,6 +17,17 @@ endif()
 # another NCCL (e.g. the CUDA toolkit's) is installed; NAMES_PER_DIR makes a folder's libnccl.so.2 win over a
 # libnccl.so found further down the list.
 set(_basp_nccl_root ${NCCL_ROOT} $ENV{NCCL_ROOT})
+# A wheel build (scikit-build-core passes the target environment's Python) in an environment with PyTorch's
+# nvidia-nccl wheel: that NCCL, the one PyTorch loads, unless NCCL_ROOT says otherwise.
+if(NOT _basp_nccl_root AND DEFINED SKBUILD AND Python_EXECUTABLE)
+  execute_process(COMMAND ${Python_EXECUTABLE} -c
+                          "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0])"
+                  OUTPUT_VARIABLE _basp_wheel_nccl OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _basp_rc ERROR_QUIET)
+  if(_basp_rc EQUAL 0 AND EXISTS "${_basp_wheel_nccl}/include/nccl.h")
+    message(STATUS "NCCL: PyTorch's nvidia-nccl wheel in ${_basp_wheel_nccl}")
+    set(_basp_nccl_root ${_basp_wheel_nccl})
+  endif()
+endif()
 # Found paths are cached: a build folder configured again with another NCCL_ROOT searches again.
 if(DEFINED BASP_NCCL_ROOT_SEARCHED AND NOT "${BASP_NCCL_ROOT_SEARCHED}" STREQUAL "${_basp_nccl_root}")
   unset(NCCL_INCLUDE_DIR CACHE)

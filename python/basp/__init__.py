@@ -17,7 +17,8 @@ PyTorch integration (autograd, BaspAttention) lives in basp.torch.
 """
 from ._abi import (MAX_DIMS, MAX_TENSORS, Backend, CommConfig, Dtype, Layout, OobStruct, Path, PlanDesc,
                    PlanInfoStruct, Placement, RankInfoStruct, Status)
-from ._library import last_error, load as load_library, path as library_path, status_string, version
+from ._library import (features, last_error, load as load_library, nccl_library, path as library_path, status_string,
+                       version)
 from .comm import Comm, RankInfo
 from .errors import Error
 from .oob import OobAllgather
@@ -27,5 +28,5 @@ from . import data
 __all__ = [
     "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS", "OobAllgather",
     "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct",
-    "Status", "data", "last_error", "library_path", "load_library", "status_string", "version",
+    "Status", "data", "features", "last_error", "library_path", "load_library", "nccl_library", "status_string", "version",
 ]

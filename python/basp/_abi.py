@@ -286,7 +286,14 @@ FUNCTION_PROTOTYPES = {
     "basp_gather_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p]),
     # basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs)
     "basp_plan_set_documents": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]),
+    # 0.4: basp_status_t basp_get_features(unsigned* features)
+    "basp_get_features": (ctypes.c_int, [ctypes.POINTER(ctypes.c_uint)]),
+    # basp_status_t basp_get_nccl_library(int* version, char* path, size_t path_capacity)
+    "basp_get_nccl_library": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t]),
 }
+
+# basp_get_features bits (BASP_FEATURE_*), by the names basp.features() reports.
+FEATURES = {"mpi": 1, "cuda": 2, "nccl": 4, "hwloc": 8}
 
 
 # struct name in basp.h -> its mirror, for the ABI test.

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.util
 import os
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _abi
 from .errors import Error
@@ -18,6 +19,8 @@ _lib = None
 _lib_path = None
 
 _c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_nccl_preloaded: Optional[str] = None
 
 # name -> (restype, argtypes). Statuses come back as int (a C enum is int-sized).
 _PROTOTYPES = {
@@ -51,12 +54,13 @@ _OPTIONAL_PROTOTYPES.update(_abi.FUNCTION_PROTOTYPES)  # 0.3: basp_split, basp_s
 
 
 def _candidates() -> List[str]:
-    """Where to look, in order: $BASP_LIBRARY, next to the package, then the dynamic linker's search."""
+    """Where to look, in order: $BASP_LIBRARY, the copy bundled in the package (a wheel's), the CMake install's
+    next to the package, then the dynamic linker's search."""
     env = os.environ.get(ENV_VAR)
     if env:
         # An explicit choice is never silently replaced by another copy.
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = PACKAGE_DIR
     # Installed by CMake: <prefix>/<libdir>/basp/python/basp/ next to <prefix>/<libdir>/libbasp.so.0.
     libdir = os.path.normpath(os.path.join(here, os.pardir, os.pardir, os.pardir))
     out = [os.path.join(d, n) for d in (here, libdir) for n in SONAMES]
@@ -66,6 +70,42 @@ def _candidates() -> List[str]:
         out.append(found)
     out.extend(SONAMES)  # LD_LIBRARY_PATH, rpath, ld.so.cache
     return out
+
+
+def wheel_nccl() -> Optional[str]:
+    """The libnccl of PyTorch's nvidia-nccl wheel in this environment (site-packages/nvidia/nccl/lib), or None.
+    Found without importing torch."""
+    try:
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = os.path.join(folder, "lib", "libnccl.so.2")
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def _needs_nccl(candidate: str) -> bool:
+    """Whether the library file names libnccl among its dependencies (its dynamic string table holds the
+    soname); False when the file cannot be read (a bare soname for the dynamic linker)."""
+    try:
+        with open(candidate, "rb") as f:
+            return b"libnccl.so" in f.read()
+    except OSError:
+        return False
+
+
+def _preload_nccl(candidate: str) -> None:
+    """Loads the nvidia-nccl wheel's libnccl first (global symbols) when the library needs NCCL, so that libbasp
+    binds to the same libnccl that PyTorch uses (the dynamic linker reuses a loaded soname), whichever of the two
+    is imported first. An ncclComm_t of one libnccl means nothing to another."""
+    global _nccl_preloaded
+    wheel = wheel_nccl()
+    if wheel is None or _nccl_preloaded is not None or not _needs_nccl(candidate):
+        return
+    ctypes.CDLL(wheel, mode=ctypes.RTLD_GLOBAL)
+    _nccl_preloaded = wheel
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -91,6 +131,7 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
         tried = []
         for candidate in ([path] if path is not None else _candidates()):
             try:
+                _preload_nccl(candidate)
                 lib = ctypes.CDLL(candidate)
             except OSError as e:
                 tried.append("%s (%s)" % (candidate, e))
@@ -150,6 +191,38 @@ def version() -> Tuple[int, int, int]:
     v = [ctypes.c_int(-1) for _ in range(3)]
     check(lib().basp_get_version(*[ctypes.byref(x) for x in v]))
     return tuple(x.value for x in v)
+
+
+def features() -> Dict[str, bool]:
+    """What the loaded library was built with: {"mpi", "cuda", "nccl", "hwloc"} -> bool (basp_get_features)."""
+    value = ctypes.c_uint(0)
+    check(require("basp_get_features", "basp.features")(ctypes.byref(value)))
+    return {name: bool(value.value & bit) for name, bit in _abi.FEATURES.items()}
+
+
+def nccl_library() -> Tuple[int, str]:
+    """(ncclGetVersion's code, the libnccl file) the loaded library runs with; basp.Error(UNSUPPORTED) in a build
+    without NCCL."""
+    version = ctypes.c_int(0)
+    buf = ctypes.create_string_buffer(4096)
+    check(require("basp_get_nccl_library", "basp.nccl_library")(ctypes.byref(version), buf, len(buf)))
+    return version.value, buf.value.decode("utf-8", "replace")
+
+
+def mapped_nccl_files() -> List[str]:
+    """The distinct libnccl files mapped into this process (from /proc/self/maps; [] where there is none)."""
+    seen: List[str] = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and os.path.basename(parts[5].strip()).startswith("libnccl.so"):
+                    real = os.path.realpath(parts[5].strip())
+                    if real not in seen:
+                        seen.append(real)
+    except OSError:
+        pass
+    return seen
 
 
 def split(items: int, parts: int, index: int, where: str) -> Tuple[int, int]:

@@ -3,6 +3,7 @@ communicator or any framework's all-gather (basp.OobAllgather)."""
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from . import _abi, _library
@@ -101,6 +102,22 @@ def _config(where: str, config: Optional[_abi.CommConfig], micro_batch: Optional
                            timeout_ms=-1 if timeout_ms is None else int(timeout_ms))
 
 
+def _check_one_nccl(where: str) -> None:
+    """An ncclComm_t is an object of the libnccl that made it: refuses when the process has mapped a libnccl other
+    than the one libbasp runs with (say PyTorch's nvidia-nccl wheel and a system NCCL), since the communicator of
+    one means nothing to the other."""
+    if not _library.has("basp_get_nccl_library"):
+        return  # an older library cannot say which libnccl it uses
+    _, ours = _library.nccl_library()
+    ours = os.path.realpath(ours) if ours else ours
+    others = [f for f in _library.mapped_nccl_files() if f != ours]
+    if others:
+        raise invalid_argument("%s: this process has loaded %s besides the libnccl libbasp uses (%s): an ncclComm_t "
+                               "made by one libnccl means nothing to another. Load one NCCL only (with PyTorch's "
+                               "nvidia-nccl wheel, build libbasp with NCCL_ROOT=site-packages/nvidia/nccl)" % (
+                                   where, ", ".join(others), ours or "unknown"))
+
+
 class Comm(CommHandle):
     """Collective over `mpi_comm`: splits it into G groups of K ranks for micro-batches of `micro_batch` sequences.
 
@@ -130,6 +147,7 @@ class Comm(CommHandle):
                 nccl_comm, type(nccl_comm).__name__))
         config = _config("basp.Comm.from_nccl", config, micro_batch, num_groups, Backend.NCCL, placement)
         create = _library.require("basp_comm_create_nccl", "basp.Comm.from_nccl")
+        _check_one_nccl("basp.Comm.from_nccl")
         handle = ctypes.c_void_p()
         _library.check(create(nccl_comm, ctypes.byref(config), ctypes.byref(handle)))
         self = cls.__new__(cls)
