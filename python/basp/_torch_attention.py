@@ -77,6 +77,20 @@ def _cu_list(cu_seqlens: CuSeqlens, where: str) -> List[int]:
     return cu
 
 
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_layer_call(where: str, comm: Comm, query: torch.Tensor) -> None:
+    """What every attention layer checks before its exchanges: its comm is still open (a comm closed under a live
+    layer would leave its plans without their group), and the tensors hold floating-point values."""
+    if comm.closed:
+        raise invalid_argument("%s: comm (%r) was closed while the layer is alive: its plans belong to that comm; "
+                               "make a new comm and a new layer" % (where, comm))
+    if query.dtype not in FLOAT_DTYPES:
+        raise invalid_argument("%s: query has dtype %s: attention takes float16, bfloat16, float32 or float64" % (
+            where, query.dtype))
+
+
 def _compiling() -> bool:
     """Whether torch.compile (dynamo) is tracing this call (False on PyTorch without torch.compiler)."""
     compiler = getattr(torch, "compiler", None)
@@ -239,6 +253,7 @@ class BaspAttention(torch.nn.Module):
         """
         where = "basp.torch.BaspAttention"
         self._check("q", q, self.num_heads)
+        check_layer_call(where, self.comm, q)
         self._check("k", k, self.num_kv_heads)
         self._check("v", v, self.num_kv_heads)
         for name, x in (("k", k), ("v", v)):

@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from ._abi import Layout
-from ._torch_attention import kv_head_map
+from ._torch_attention import check_layer_call, kv_head_map
 from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter, plan_id
 from .comm import Comm
 from .errors import invalid_argument
@@ -278,6 +278,7 @@ class DistributedAttention(torch.nn.Module):
                 raise invalid_argument("%s: %s must be a 4-d torch.Tensor (%s), got %s" % (
                     WHERE, name, "[b, s, h, d]" if bdi == 0 else "[s, b, h, d]",
                     tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
+        check_layer_call(WHERE, self.comm, query)
         hq, head_dim = query.shape[2], query.shape[3]
         hkv = key.shape[2]
         for name, x in (("key", key), ("value", value)):

@@ -145,15 +145,21 @@ int main(void) {
   PROTOTYPE(basp_oob_v1, allgather_free, int, (void*, void*), "");
   printf("},\n");
 
-  /* The functions of 0.3 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
+  /* The functions of 0.3 and 0.4 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
   printf("\"functions\": {\n");
   FUNCTION(basp_split, basp_status_t, (int64_t, int32_t, int32_t, int64_t*, int64_t*), ",");
   FUNCTION(basp_scatter_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
   FUNCTION(basp_gather_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
-  FUNCTION(basp_plan_set_documents, basp_status_t, (basp_plan_t, const int64_t*, int32_t), "");
+  FUNCTION(basp_plan_set_documents, basp_status_t, (basp_plan_t, const int64_t*, int32_t), ",");
+  FUNCTION(basp_get_features, basp_status_t, (unsigned*), ",");
+  FUNCTION(basp_get_nccl_library, basp_status_t, (int*, char*, size_t), "");
   printf("},\n");
 
   printf("\"constants\": {\n");
+  CONST(BASP_FEATURE_MPI, ",");
+  CONST(BASP_FEATURE_CUDA, ",");
+  CONST(BASP_FEATURE_NCCL, ",");
+  CONST(BASP_FEATURE_HWLOC, ",");
   CONST(BASP_VERSION_MAJOR, ",");
   CONST(BASP_VERSION_MINOR, ",");
   CONST(BASP_VERSION_PATCH, ",");

@@ -72,13 +72,16 @@ def test_callback_prototypes():
 # C spellings in the functions' prototypes -> what ctypes can tell apart (basp_status_t is int-sized: test_constants).
 C_CANONICAL = {"int": "int32", "int32_t": "int32", "int64_t": "int64", "basp_status_t": "int32", "void*": "void*",
                "basp_plan_t": "void*", "int64_t*": "ptr(int64)", "const int64_t*": "ptr(int64)",
-               "const void* const*": "ptr(void*)", "void* const*": "ptr(void*)"}
+               "const void* const*": "ptr(void*)", "void* const*": "ptr(void*)", "unsigned*": "ptr(int32)",
+               "int*": "ptr(int32)", "char*": "char*", "size_t": "int64"}
 
 
 def canonical(ctype):
     """A ctypes type as C_CANONICAL spells it (ctypes.c_int32 is c_int on Linux, so sizes, not names)."""
     if ctype is ctypes.c_void_p:
         return "void*"
+    if ctype is ctypes.c_char_p:
+        return "char*"
     if hasattr(ctype, "contents"):  # a POINTER(...) type
         return "ptr(%s)" % canonical(ctype._type_)
     return "int%d" % (8 * ctypes.sizeof(ctype))
@@ -162,6 +165,14 @@ def test_enums():
     check.equal(_abi.PATH_COUNT, K["BASP_PATH_COUNT"], "BASP_PATH_COUNT")
     check.equal(_abi.LAYOUT_COUNT, K["BASP_LAYOUT_COUNT"], "BASP_LAYOUT_COUNT")
     check.equal(_abi.DTYPE_COUNT, K["BASP_DTYPE_COUNT"], "BASP_DTYPE_COUNT")
+
+
+def test_features():
+    for name, bit in _abi.FEATURES.items():
+        check.equal(bit, K["BASP_FEATURE_" + name.upper()], "BASP_FEATURE_%s" % name.upper())
+    features = basp.features()
+    check.equal(sorted(features), sorted(_abi.FEATURES), "basp.features() names every bit")
+    check.true(features["mpi"], "this test runs under a build with MPI")
 
 
 def test_library_agrees():

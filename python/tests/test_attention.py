@@ -220,7 +220,14 @@ def test_torch_argument_errors():
         check.equal(tuple(layer(q, q, q).shape), tuple(q.shape), "Hq = K + 1 runs")
         expect_error(lambda: layer(q, q[:, :, :1], q), inv, "k has shape (1, 2, 1, 4)")
         expect_error(lambda: layer(q, q.double(), q.double()), inv, "k (", "does not match q")
+        qi = q.to(torch.int64)
+        expect_error(lambda: layer(qi, qi, qi), inv, "query has dtype torch.int64", "float16, bfloat16")
         plan.close()
+    # The comm closed under a live layer: named, on the next forward, whether its plans exist or not.
+    check.true(comm.closed, "the with block closed the comm")
+    expect_error(lambda: layer(q, q, q), inv, "was closed while the layer is alive")
+    fresh = bt.BaspAttention(comm, 2, 4)
+    expect_error(lambda: fresh(q[:, :, :2], q[:, :, :2], q[:, :, :2]), inv, "was closed while the layer is alive")
 
 
 def test_nccl_side_checks():

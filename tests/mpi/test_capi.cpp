@@ -67,6 +67,39 @@ TEST_CASE("status strings and version", "[capi]") {
   CHECK(basp_dtype_size(static_cast<basp_dtype_t>(77)) == 0);
 }
 
+TEST_CASE("features and the NCCL library the build runs with", "[capi]") {
+  unsigned features = 0xffffffffu;
+  REQUIRE(basp_get_features(&features) == BASP_SUCCESS);
+  CHECK(((features & BASP_FEATURE_MPI) != 0) == (BASP_HAVE_MPI != 0));
+  CHECK(((features & BASP_FEATURE_CUDA) != 0) == (BASP_HAVE_CUDA != 0));
+  CHECK(((features & BASP_FEATURE_NCCL) != 0) == (BASP_HAVE_NCCL != 0));
+  CHECK(((features & BASP_FEATURE_HWLOC) != 0) == (BASP_HAVE_HWLOC != 0));
+  CHECK((features & ~15u) == 0u);
+  CHECK(basp_get_features(nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("features is NULL") != std::string::npos);
+
+  int version = -1;
+  char path[4096];
+  std::memset(path, 'x', sizeof path);
+  const basp_status_t st = basp_get_nccl_library(&version, path, sizeof path);
+  if (BASP_HAVE_NCCL) {
+    REQUIRE(st == BASP_SUCCESS);
+    CHECK(version >= 20000);  // 2.x.y as major * 10000 + minor * 100 + patch
+    const std::string file(path);
+    CHECK(file.find("libnccl") != std::string::npos);
+    // Cut to fit, and always terminated.
+    char small[4];
+    REQUIRE(basp_get_nccl_library(nullptr, small, sizeof small) == BASP_SUCCESS);
+    CHECK(std::string(small) == file.substr(0, 3));
+    CHECK(basp_get_nccl_library(nullptr, path, 0) == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(basp_last_error()).find("path_capacity is 0") != std::string::npos);
+    CHECK(basp_get_nccl_library(nullptr, nullptr, 0) == BASP_SUCCESS);
+  } else {
+    CHECK(st == BASP_ERROR_UNSUPPORTED);
+    CHECK(version == -1);
+  }
+}
+
 TEST_CASE("comm creation: bad arguments are named and create nothing", "[capi]") {
   const basp_mpi_fint_t world = MPI_Comm_c2f(MPI_COMM_WORLD);
   basp_comm_t comm = reinterpret_cast<basp_comm_t>(0x1);
