@@ -26,9 +26,11 @@ from ._torch_deepspeed import DistributedAttention
 from ._torch_exchange import (GATHER, HAVE_CUSTOM_OPS, SCATTER, Exchange, head_gather, head_scatter, plan_by_id,
                               plan_id)
 from ._torch_group import ProcessGroupAllgather, comm_from_process_group
+from ._torch_hf import register_hf_attention
 
 __all__ = [
     "AttentionFn", "BaspAttention", "CuSeqlens", "DistributedAttention", "Exchange", "GATHER", "HAVE_CUSTOM_OPS",
     "ProcessGroupAllgather", "SCATTER", "VarlenAttentionFn", "comm_from_process_group", "default_attention",
     "explicit_attention", "head_gather", "head_scatter", "kv_head_map", "packed_attention", "plan_by_id", "plan_id",
+    "register_hf_attention",
 ]

@@ -1,0 +1,211 @@
+"""basp.torch.register_hf_attention: a Hugging Face Llama trained over BASP equals the same model trained whole.
+
+Every rank builds LlamaForCausalLM from a small config (no download) with attn_implementation="basp", feeds its
+shard of the [B, S] token ids (basp.data.local_shard, comm.shard(S)) with the global position_ids of its tokens,
+takes labels shifted over the whole sequence before sharding (a rank's last label is the next shard's first
+token), computes sum of token losses / global token count, all-reduces the weight gradients (sum) and takes SGD
+steps. Each step's loss (all-reduced) and the parameters after the steps must equal one process training the same
+model on the whole micro-batch with transformers' own "sdpa" attention and the loss written independently (HF's
+shift of logits[:, :-1] against ids[:, 1:]). Cases: GQA 4/2 and MQA 4/1, BASP (G = gcd(N, B)) and Ulysses (G = 1),
+so that on 4 ranks K = 4 does not divide the K/V heads, and an S that K = 4 does not divide. Then the refusals:
+padding masks, 4-D masks, dropout, wrong position_ids, packed position_ids, bad registrations.
+
+Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) where transformers is not importable."""
+import math
+import sys
+
+import torch
+from mpi4py import MPI
+
+try:
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+except ImportError as e:  # the same on every rank
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print("skipped: transformers is not importable (%s)" % e, flush=True)
+    sys.exit(77)
+
+import basp
+import basp.torch as bt
+from harness import check, expect_error, run
+
+WORLD = MPI.COMM_WORLD
+N = WORLD.Get_size()
+RANK = WORLD.Get_rank()
+B = 2
+STEPS = 5
+LR = 0.5
+RTOL = 1e-5  # loss of every step, relative
+PARAM_ATOL = 1e-5  # parameters after the steps (they are O(0.02..1))
+SCALING = 0.6
+
+torch.set_num_threads(1)
+transformers.logging.set_verbosity_error()
+
+
+def config(num_kv_heads, attn, seq_len, dropout=0.0):
+    return LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=num_kv_heads, max_position_embeddings=64,
+                       attention_dropout=dropout, use_cache=False, tie_word_embeddings=False, initializer_range=0.1,
+                       attn_implementation=attn)
+
+
+def tokens(seq_len, seed):
+    return torch.randint(0, 96, (B, seq_len), generator=torch.Generator().manual_seed(seed))
+
+
+def build(num_kv_heads, attn, seq_len, seed):
+    """The model with the seeded initial weights; its attention scaling set to 0.6 (Llama's own is 1/sqrt(D) =
+    0.25, which SDPA's default would give anyway): the backend must pass HF's `scaling` on."""
+    model = LlamaForCausalLM(config(num_kv_heads, attn, seq_len))
+    model.load_state_dict(initial_state(num_kv_heads, seq_len, seed))
+    for layer in model.model.layers:
+        layer.self_attn.scaling = SCALING
+    return model
+
+
+def initial_state(num_kv_heads, seq_len, seed):
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config(num_kv_heads, "sdpa", seq_len)).state_dict()
+
+
+def reference(num_kv_heads, seq_len, seed):
+    """One process, the whole micro-batch, HF's sdpa: (losses per step, final parameters)."""
+    model = build(num_kv_heads, "sdpa", seq_len, seed)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    ids = tokens(seq_len, seed)
+    losses = []
+    for _ in range(STEPS):
+        logits = model(input_ids=ids, use_cache=False).logits
+        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                 ids[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def allreduce_grads(model):
+    """Sum the gradients over all ranks (one flat buffer)."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    WORLD.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
+        offset += p.numel()
+
+
+def distributed(num_kv_heads, seq_len, seed, num_groups, per_call_seq_len=False):
+    """Every rank trains on its shard: (losses per step, final parameters, G, K)."""
+    comm = basp.Comm(WORLD, micro_batch=B, num_groups=num_groups)
+    hf = bt.register_hf_attention(comm, seq_len=None if per_call_seq_len else seq_len)
+    model = build(num_kv_heads, "basp", seq_len, seed)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    info = comm.shard(seq_len)
+    ids = tokens(seq_len, seed)
+    labels = torch.full_like(ids, -100)
+    labels[:, :-1] = ids[:, 1:]  # shifted over the whole sequence, before sharding
+    ids_loc, labels_loc = basp.data.local_shard(ids, info), basp.data.local_shard(labels, info)
+    positions = torch.arange(info.token_begin, info.token_end).unsqueeze(0)
+    extra = {"basp_seq_len": seq_len} if per_call_seq_len else {}
+    count = B * (seq_len - 1)
+    losses = []
+    for _ in range(STEPS):
+        logits = model(input_ids=ids_loc, position_ids=positions, use_cache=False, **extra).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels_loc.reshape(-1),
+                                                 ignore_index=-100, reduction="sum") / count
+        opt.zero_grad()
+        loss.backward()
+        allreduce_grads(model)
+        opt.step()
+        losses.append(WORLD.allreduce(loss.item(), op=MPI.SUM))
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    check.equal(sorted(hf.layers), [(4, num_kv_heads, 16)], "one BaspAttention for (Hq, Hkv, D)")
+    groups, k = comm.num_groups, comm.group_size
+    hf.close()
+    comm.close()
+    return losses, params, groups, k
+
+
+def test_training_matches_single_process():
+    worst_loss, worst_param = 0.0, 0.0
+    cases = []
+    for num_kv_heads in (2, 1):
+        cases.append((num_kv_heads, 32, None, False))
+        if math.gcd(N, B) > 1:
+            cases.append((num_kv_heads, 32, 1, False))  # Ulysses: K = N
+    cases.append((2, 30, 1, True))  # S = 30: K = 4 does not divide it; S given per call
+    for num_kv_heads, seq_len, groups, per_call in cases:
+        seed = 100 * num_kv_heads + seq_len
+        ref_losses, ref_params = reference(num_kv_heads, seq_len, seed)
+        losses, params, g, k = distributed(num_kv_heads, seq_len, seed, groups, per_call)
+        what = "N=%d G=%d K=%d Hkv=%d S=%d" % (N, g, k, num_kv_heads, seq_len)
+        check.true(ref_losses[-1] < ref_losses[0] - 0.05, "the reference learns (%r), %s" % (ref_losses, what))
+        for step, (got, ref) in enumerate(zip(losses, ref_losses)):
+            rel = abs(got - ref) / abs(ref)
+            worst_loss = max(worst_loss, rel)
+            check.true(rel <= RTOL, "loss of step %d: %r vs %r (relative %.3g), %s" % (step, got, ref, rel, what))
+        check.equal(sorted(params), sorted(ref_params), "parameter names")
+        for name, p in params.items():
+            err = (p - ref_params[name]).abs().max().item()
+            worst_param = max(worst_param, err)
+            check.true(err <= PARAM_ATOL, "%s after %d steps: max abs error %.3g, %s" % (name, STEPS, err, what))
+    if RANK == 0:
+        print("  worst relative loss difference %.3g, worst parameter difference %.3g" % (worst_loss, worst_param),
+              flush=True)
+
+
+def _model(comm, registered, dropout=0.0):
+    registered.append(bt.register_hf_attention(comm))
+    torch.manual_seed(1)
+    return LlamaForCausalLM(config(2, "basp", 32, dropout))
+
+
+def test_refusals():
+    # Every rank refuses before any exchange, so no rank waits for another.
+    inv = basp.Status.ERROR_INVALID_ARGUMENT
+    seq_len = 32
+    with basp.Comm(WORLD, micro_batch=B) as comm:
+        info = comm.shard(seq_len)
+        ids = basp.data.local_shard(tokens(seq_len, 5), info)
+        positions = torch.arange(info.token_begin, info.token_end).unsqueeze(0)
+        registered = []
+        model = _model(comm, registered)
+        padding = torch.ones_like(ids)
+        padding[:, 0] = 0
+        expect_error(lambda: model(input_ids=ids, position_ids=positions, attention_mask=padding), inv,
+                     "attention_mask", "padding mask")
+        # An all-ones 2-D mask is no mask: accepted (and the result is the unmasked one).
+        with torch.no_grad():
+            plain = model(input_ids=ids, position_ids=positions).logits
+            ones = model(input_ids=ids, position_ids=positions, attention_mask=torch.ones_like(ids)).logits
+        check.true(torch.equal(plain, ones), "an all-ones attention_mask changes nothing")
+        mask4 = torch.zeros(ids.shape[0], 1, ids.shape[1], ids.shape[1])
+        expect_error(lambda: model(input_ids=ids, position_ids=positions, attention_mask=mask4), inv,
+                     "attention_mask", "not None")
+        expect_error(lambda: model(input_ids=ids, position_ids=positions + 1), inv, "position_ids",
+                     "[%d, %d)" % (info.token_begin, info.token_end))
+        packed = positions.clone()
+        packed[:, positions.shape[1] // 2:] -= positions.shape[1] // 2  # a restart inside every shard
+        expect_error(lambda: model(input_ids=ids, position_ids=packed), inv, "mask_function")
+        expect_error(lambda: model(input_ids=ids, position_ids=positions, basp_seq_len=seq_len + 2 * N), inv,
+                     "query holds")
+        dropping = _model(comm, registered, dropout=0.1).train()
+        expect_error(lambda: dropping(input_ids=ids, position_ids=positions), inv, "dropout (0.1)",
+                     "attention_dropout")
+        with torch.no_grad():
+            check.equal(tuple(dropping.eval()(input_ids=ids, position_ids=positions).logits.shape),
+                        tuple(ids.shape) + (96,), "in eval mode the dropout config is harmless")
+        expect_error(lambda: bt.register_hf_attention("comm"), inv, "comm (a str)")
+        expect_error(lambda: bt.register_hf_attention(comm, name="sdpa"), inv, "name ('sdpa')")
+        expect_error(lambda: bt.register_hf_attention(comm, seq_len=0), inv, "seq_len (0)")
+        check.true(transformers.AttentionInterface._global_mapping["basp"] is registered[-1],
+                   "the last registration is the one transformers calls")
+        for hf in registered:
+            hf.close()
+
+
+if __name__ == "__main__":
+    run(globals(), WORLD, sys.argv)
