@@ -15,8 +15,8 @@ heads read. Plans are created on first use for each (S, dtype, device) (THD: for
 and kept: every rank of a group must run the same forward/backward sequence. Under torch.compile they must exist
 before tracing (BaspAttention.prepare): the exchanges are then custom operators that trace without a graph break.
 
-Ways in: head_scatter/head_gather on plain tensors, and BaspAttention (or DistributedAttention, DeepSpeed's
-calling convention). An attention backend for HF transformers is not part of this release yet.
+Three ways in: head_scatter/head_gather on plain tensors, BaspAttention (or DistributedAttention, DeepSpeed's
+calling convention), and an attention backend for HF transformers (register_hf_attention).
 """
 from __future__ import annotations
 
