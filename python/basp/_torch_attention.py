@@ -91,7 +91,7 @@ def check_layer_call(where: str, comm: Comm, query: torch.Tensor) -> None:
             where, query.dtype))
 
 
-def _compiling() -> bool:
+def compiling() -> bool:
     """Whether torch.compile (dynamo) is tracing this call (False on PyTorch without torch.compiler)."""
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
@@ -117,6 +117,43 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
         scores = torch.matmul(qb, kb.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
         out = torch.matmul(torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1), vb)
     return out[0].transpose(0, 1)
+
+
+class AttentionPlans:
+    """The two plans of one attention shape: Q, K, V in one exchange (K/V following the query heads' split, so each
+    rank receives the K/V heads its query heads read) and the output; their operator ids (plan_id); `kv`, the local
+    K/V head each of this rank's query heads reads (kv_head_map); and `kv_map`, the index a layer expands K/V with
+    (None when it needs none; set by the layer, whose rule it is). Made collectively; nothing is left open if one
+    of the two plans fails."""
+
+    def __init__(self, comm: Comm, seq_len: Optional[int], num_heads: int, num_kv_heads: int, head_dim: int,
+                 dtype: Any, layout: Layout, token_capacity: Optional[int] = None) -> None:
+        # When K divides Hkv the K/V heads' own split is the query heads' one: planned query-like (the same
+        # routing, and the uniform shape every backend takes).
+        kv_query = 0 if num_kv_heads % comm.group_size == 0 else num_heads
+        self.qkv = Plan(comm, seq_len, head_dim, [num_heads, num_kv_heads, num_kv_heads], dtype, layout,
+                        query_heads=[0, kv_query, kv_query], token_capacity=token_capacity)
+        try:
+            self.out = Plan(comm, seq_len, head_dim, [num_heads], dtype, layout, token_capacity=token_capacity)
+            try:
+                self.kv = kv_head_map(self.qkv, num_heads, num_kv_heads)
+            except BaseException:
+                self.out.close()
+                raise
+        except BaseException:
+            self.qkv.close()
+            raise
+        self.qkv_id = plan_id(self.qkv)
+        self.out_id = plan_id(self.out)
+        self.kv_map: Optional[torch.Tensor] = None
+
+    @property
+    def local_kv_heads(self) -> int:
+        return self.qkv.info.head_end[1] - self.qkv.info.head_begin[1]
+
+    def close(self) -> None:
+        self.qkv.close()
+        self.out.close()
 
 
 class BaspAttention(torch.nn.Module):
@@ -169,9 +206,7 @@ class BaspAttention(torch.nn.Module):
             raise invalid_argument("%s: token_capacity and varlen_attention are for layout THD, not %s" % (
                 where, self.layout.name))
         self.token_capacity = None if token_capacity is None else int(token_capacity)
-        self._plans: Dict[Tuple[int, Any, str], Tuple[Plan, Plan]] = {}
-        self._kv_maps: Dict[Tuple[int, Any, str], Optional[torch.Tensor]] = {}
-        self._plan_ids: Dict[Tuple[int, Any, str], Tuple[int, int]] = {}
+        self._plans: Dict[Tuple[int, Any, str], AttentionPlans] = {}
 
     def _key(self, seq_len: Optional[int], dtype: Any, device: Union[torch.device, str]) -> Tuple[int, Any, str]:
         tokens = self.token_capacity if self.layout == Layout.THD else int(seq_len)
@@ -183,25 +218,14 @@ class BaspAttention(torch.nn.Module):
         key = self._key(seq_len, dtype, device)
         if key not in self._plans:
             basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
-            thd = self.layout == Layout.THD
-            tokens = None if thd else key[0]
-            # K/V follow the query heads' split; when K divides Hkv that is their own split, planned query-like
-            # (the same routing, and the uniform shape every backend takes).
-            kv_query = 0 if self.num_kv_heads % self.comm.group_size == 0 else self.num_heads
-            qkv = Plan(self.comm, tokens, self.head_dim, [self.num_heads, self.num_kv_heads, self.num_kv_heads],
-                       basp_dtype, self.layout, query_heads=[0, kv_query, kv_query], token_capacity=self.token_capacity)
-            try:
-                out = Plan(self.comm, tokens, self.head_dim, [self.num_heads], basp_dtype, self.layout,
-                           token_capacity=self.token_capacity)
-                kv = kv_head_map(qkv, self.num_heads, self.num_kv_heads)
-            except BaseException:
-                qkv.close()
-                raise
-            identity = kv == list(range(qkv.info.head_end[1] - qkv.info.head_begin[1]))
-            self._kv_maps[key] = None if identity else torch.tensor(kv, dtype=torch.long, device=device)
-            self._plans[key] = (qkv, out)
-            self._plan_ids[key] = (plan_id(qkv), plan_id(out))
-        return self._plans[key]
+            tokens = None if self.layout == Layout.THD else key[0]
+            plans = AttentionPlans(self.comm, tokens, self.num_heads, self.num_kv_heads, self.head_dim, basp_dtype,
+                                   self.layout, self.token_capacity)
+            if plans.kv != list(range(plans.local_kv_heads)):
+                plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
+            self._plans[key] = plans
+        plans = self._plans[key]
+        return plans.qkv, plans.out
 
     def prepare(self, seq_len: Optional[int] = None, dtype: Any = torch.float32,
                 device: Union[torch.device, str] = "cpu") -> "BaspAttention":
@@ -217,15 +241,15 @@ class BaspAttention(torch.nn.Module):
         """The plan ids and K/V map for this call: made on first use when eager; under torch.compile they must exist
         (prepare), since making a plan is a collective call into the library."""
         key = self._key(seq_len, dtype, device)
-        ids = self._plan_ids.get(key)
-        if ids is None:
-            if _compiling():
+        plans = self._plans.get(key)
+        if plans is None:
+            if compiling():
                 raise invalid_argument("basp.torch.BaspAttention: no plan for %s tokens of %s on %s while torch.compile "
                                        "traces the layer: call layer.prepare(seq_len, dtype, device) before "
                                        "compiling (plans are collective and are made eagerly)" % key)
             self.plans(seq_len, dtype, device)
-            ids = self._plan_ids[key]
-        return ids[0], ids[1], self._kv_maps[key]
+            plans = self._plans[key]
+        return plans.qkv_id, plans.out_id, plans.kv_map
 
     def _check(self, name: str, x: Any, heads: int) -> None:
         ndim = 3 if self.layout == Layout.THD else 4
@@ -295,7 +319,7 @@ class BaspAttention(torch.nn.Module):
             if cu_t.dim() != 1 or cu_t.dtype not in (torch.int32, torch.int64):
                 raise invalid_argument("%s: cu_seqlens (shape %s, %s) must be a 1-D int32 or int64 tensor" % (
                     where, tuple(cu_t.shape), cu_t.dtype))
-            if not _compiling():
+            if not compiling():
                 cu_list = _cu_list(cu_t, where)
         else:
             cu_list = _cu_list(cu_seqlens, where)
@@ -340,12 +364,9 @@ class BaspAttention(torch.nn.Module):
 
     def close(self) -> None:
         """Destroys the cached plans (not collective)."""
-        for qkv, out in self._plans.values():
-            qkv.close()
-            out.close()
+        for plans in self._plans.values():
+            plans.close()
         self._plans.clear()
-        self._kv_maps.clear()
-        self._plan_ids.clear()
 
     def extra_repr(self) -> str:
         capacity = ", token_capacity=%d" % self.token_capacity if self.token_capacity is not None else ""

@@ -41,11 +41,10 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from ._abi import Layout
-from ._torch_attention import check_layer_call, kv_head_map
-from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter, plan_id
+from ._torch_attention import AttentionPlans, compiling, check_layer_call
+from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter
 from .comm import Comm
 from .errors import invalid_argument
-from .plan import Plan
 
 WHERE = "basp.torch.DistributedAttention"
 # A symbolic int under torch.compile (PyTorch 2); plain ints only on older PyTorch.
@@ -55,36 +54,12 @@ _INTS: Tuple[type, ...] = (int,) + SYMBOLIC_INTS
 PlanKey = Tuple[Layout, int, int, int, int, Any, str]
 
 
-class _Plans:
-    """The Q/K/V and output plans for one shape, their ids (what the traced operators take), this rank's token range
-    and the K/V map: None when local_attention can take the K/V heads as they arrive, else the local K/V head each
-    query head reads."""
-
-    def __init__(self, qkv: Plan, out: Plan, kv_map: Optional[torch.Tensor]) -> None:
-        self.qkv = qkv
-        self.out = out
-        self.qkv_id = plan_id(qkv)
-        self.out_id = plan_id(out)
-        self.kv_map = kv_map
-        self.local_tokens = qkv.info.token_end - qkv.info.token_begin
-        self.local_sequences = qkv.info.local_sequences
-
-    def close(self) -> None:
-        self.qkv.close()
-        self.out.close()
-
-
 def _is_process_group(x: Any) -> bool:
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available():
         return False
     group_type = getattr(dist, "ProcessGroup", None)
     return group_type is not None and isinstance(x, group_type)
-
-
-def _compiling() -> bool:
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 
 
 def _int_arg(name: str, value: Any, allowed: Sequence[int], why: str) -> int:
@@ -193,7 +168,7 @@ class DistributedAttention(torch.nn.Module):
             raise invalid_argument("%s: comm (a %s) is neither a basp.Comm nor a torch.distributed ProcessGroup" % (
                 WHERE, type(comm).__name__))
         self.comm: Comm = comm
-        self._plans: Dict[PlanKey, _Plans] = {}
+        self._plans: Dict[PlanKey, AttentionPlans] = {}
 
     # -- plans ---------------------------------------------------------------------------------------------------
 
@@ -202,35 +177,22 @@ class DistributedAttention(torch.nn.Module):
         return (layout, int(seq_len), int(num_heads), int(num_kv_heads), int(head_dim), dtype,
                 str(torch.device(device)))
 
-    def _make(self, key: PlanKey) -> _Plans:
+    def _make(self, key: PlanKey) -> AttentionPlans:
         layout, seq_len, hq, hkv, head_dim, dtype, device = key
         if seq_len <= 0 or hq <= 0 or hkv <= 0 or hq % hkv != 0 or head_dim <= 0:
             raise invalid_argument("%s: seq_len (%d), num_heads (%d), num_kv_heads (%d), head_dim (%d): all must be "
                                    "positive and num_kv_heads must divide num_heads" % (WHERE, seq_len, hq, hkv,
                                                                                         head_dim))
-        # K/V follow the query heads' split; when K divides Hkv that is their own even split (DeepSpeed's), made
-        # as a query-like tensor (the same routing, the uniform plan).
-        kv_query = 0 if hkv % self.comm.group_size == 0 else hq
-        qkv = Plan(self.comm, seq_len, head_dim, [hq, hkv, hkv], dtype, layout, query_heads=[0, kv_query, kv_query])
-        try:
-            out = Plan(self.comm, seq_len, head_dim, [hq], dtype, layout)
-            try:
-                kv = kv_head_map(qkv, hq, hkv)
-                local_kv = qkv.info.head_end[1] - qkv.info.head_begin[1]
-                kv_map = None if not kv or _grouped(kv, local_kv) else torch.tensor(kv, dtype=torch.long,
-                                                                                   device=device)
-                return _Plans(qkv, out, kv_map)
-            except BaseException:
-                out.close()
-                raise
-        except BaseException:
-            qkv.close()
-            raise
+        # K/V follow the query heads' split: DeepSpeed's own even split when K divides Hkv.
+        plans = AttentionPlans(self.comm, seq_len, hq, hkv, head_dim, dtype, layout)
+        if plans.kv and not _grouped(plans.kv, plans.local_kv_heads):
+            plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
+        return plans
 
-    def _get(self, key: PlanKey) -> _Plans:
+    def _get(self, key: PlanKey) -> AttentionPlans:
         plans = self._plans.get(key)
         if plans is None:
-            if _compiling():
+            if compiling():
                 raise invalid_argument("%s: no plan for %s while torch.compile traces the layer: call "
                                        "layer.prepare(seq_len, num_heads, head_dim, num_kv_heads, dtype, device, "
                                        "batch_dim_idx) before compiling (plans are collective, made eagerly)"
@@ -299,13 +261,14 @@ class DistributedAttention(torch.nn.Module):
             raise invalid_argument("%s: seq_len (%r) must be a positive int, the full sequence length" % (
                 WHERE, seq_len))
         plans = self._get(self._key(layout, seq_len, hq, hkv, head_dim, query.dtype, query.device))
-        if query.shape[bdi] != plans.local_sequences or query.shape[s_dim] != plans.local_tokens:
+        local_tokens = plans.qkv.info.token_end - plans.qkv.info.token_begin
+        if query.shape[bdi] != plans.qkv.info.local_sequences or query.shape[s_dim] != local_tokens:
             raise invalid_argument("%s: query has shape %s, with %d sequences in dim batch_dim_idx (%d) and %d "
                                    "tokens in dim %d; this rank holds %d sequences (B/G: micro_batch %d, %d groups) "
                                    "of %d tokens (of seq_len %d, over K=%d ranks%s)" % (
                                        WHERE, tuple(query.shape), query.shape[bdi], bdi, query.shape[s_dim], s_dim,
-                                       plans.local_sequences, self.comm.micro_batch, self.comm.num_groups,
-                                       plans.local_tokens, seq_len, self.comm.group_size,
+                                       plans.qkv.info.local_sequences, self.comm.micro_batch, self.comm.num_groups,
+                                       local_tokens, seq_len, self.comm.group_size,
                                        "" if seq_len % self.comm.group_size == 0 else ", tensor_split"))
         q, k, v = head_scatter(plans.qkv_id, query, key, value)
         if rotary is not None:

@@ -1,6 +1,8 @@
 """A tiny runner for the Python tests (no pytest dependency): runs every test_* function of a module in
 order, prints one line per test, and on the first failure prints the traceback and aborts every MPI rank, so a
 failure mid-collective can never leave the other ranks hanging."""
+import os
+import socket
 import sys
 import traceback
 
@@ -36,6 +38,19 @@ def expect_error(fn, status, *fragments):
             check.true(f in e.message, "message %r lacks %r" % (e.message, f))
         return e
     raise AssertionError("no basp.Error (expected %s with %r)" % (status, fragments))
+
+
+def set_rendezvous(world):
+    """The environment torch.distributed's env:// rendezvous reads, for the ranks of this job on one machine:
+    rank 0 picks a free port on the loopback and broadcasts it over `world` (an mpi4py comm; None: one process)."""
+    port = None
+    if world is None or world.Get_rank() == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(world.bcast(port, root=0) if world is not None else port)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: never an interface another host would need
 
 
 def run(module_globals, mpi_comm=None, argv=None):

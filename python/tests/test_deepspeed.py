@@ -15,8 +15,6 @@
 
 Run under mpirun (CTest: 2 and 4 ranks)."""
 import math
-import os
-import socket
 import sys
 
 import numpy as np
@@ -26,7 +24,7 @@ from mpi4py import MPI
 
 import basp
 import basp.torch as bt
-from harness import check, expect_error, run
+from harness import check, expect_error, run, set_rendezvous
 
 WORLD = MPI.COMM_WORLD
 N = WORLD.Get_size()
@@ -47,20 +45,11 @@ except Exception as e:  # noqa: BLE001 -- any failure to import means: no compar
     DEEPSPEED_WHY = "%s: %s" % (type(e).__name__, e)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def init_gloo():
     """torch.distributed over gloo for the ranks of this job (once): rank 0's free port, broadcast with mpi4py."""
     if dist.is_initialized():
         return
-    port = free_port() if RANK == 0 else None
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(WORLD.bcast(port, root=0))
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    set_rendezvous(WORLD)
     dist.init_process_group("gloo", init_method="env://", rank=RANK, world_size=N)
 
 

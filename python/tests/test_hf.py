@@ -12,6 +12,7 @@ padding masks, 4-D masks, dropout, wrong position_ids, packed position_ids, bad 
 
 Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) where transformers is not importable."""
 import math
+import os
 import sys
 
 import torch
@@ -28,6 +29,10 @@ except ImportError as e:  # the same on every rank
 import basp
 import basp.torch as bt
 from harness import check, expect_error, run
+
+# The example's gradient all-reduce (one flat MPI_Allreduce): the training step the example documents.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python"))
+from hf_llama import allreduce_gradients  # noqa: E402  (examples/python/hf_llama.py)
 
 WORLD = MPI.COMM_WORLD
 N = WORLD.Get_size()
@@ -86,17 +91,6 @@ def reference(num_kv_heads, seq_len, seed):
     return losses, {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
-def allreduce_grads(model):
-    """Sum the gradients over all ranks (one flat buffer)."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    WORLD.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)
-    offset = 0
-    for p in params:
-        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
-        offset += p.numel()
-
-
 def distributed(num_kv_heads, seq_len, seed, num_groups, per_call_seq_len=False):
     """Every rank trains on its shard: (losses per step, final parameters, G, K)."""
     comm = basp.Comm(WORLD, micro_batch=B, num_groups=num_groups)
@@ -118,7 +112,7 @@ def distributed(num_kv_heads, seq_len, seed, num_groups, per_call_seq_len=False)
                                                  ignore_index=-100, reduction="sum") / count
         opt.zero_grad()
         loss.backward()
-        allreduce_grads(model)
+        allreduce_gradients(model, WORLD)
         opt.step()
         losses.append(WORLD.allreduce(loss.item(), op=MPI.SUM))
     params = {k: v.detach().clone() for k, v in model.named_parameters()}

@@ -8,8 +8,6 @@ Without a GPU it checks the refusals (micro_batch missing, torch.distributed not
 group), the all-gather itself, BASP_ERROR_CUDA on every rank for matching configs and BASP_ERROR_MISMATCH on every
 rank for a config that differs on one rank; with a GPU per rank, the comm's creation, and with one rank a bit-exact
 K = 1 round trip (a device copy: one rank has no NCCL exchange)."""
-import os
-import socket
 import sys
 import time
 
@@ -18,7 +16,7 @@ import torch.distributed as dist
 
 import basp
 import basp.torch as bt
-from harness import check, expect_error, run
+from harness import check, expect_error, run, set_rendezvous
 
 USE_MPI = "--mpi" in sys.argv
 ARGV = [a for a in sys.argv if a != "--mpi"]
@@ -37,20 +35,11 @@ def everyone(value):
     return WORLD.allgather(value) if WORLD is not None else [value]
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def init_group():
     """The gloo world of this job (once): rank 0's free port, broadcast."""
     if dist.is_initialized():
         return
-    port = free_port() if RANK == 0 else None
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(WORLD.bcast(port, root=0) if WORLD is not None else port)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: never an interface another host would need
+    set_rendezvous(WORLD)
     dist.init_process_group("gloo", init_method="env://", rank=RANK, world_size=N)
     if GPUS:
         torch.cuda.set_device(RANK % GPUS)
