@@ -449,6 +449,47 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
   return true;
 }
 
+// Small worlds only (N <= kNearlyEqualMaxRanks): G groups of nearly equal sizes (split_count(N, G, g) ranks) for
+// every G not dividing N (N = 3: 2 + 1), documents longest first each to the group whose estimate grows least
+// (ties: the lower group) among those that still hold it. False when one does not fit.
+constexpr int32_t kNearlyEqualMaxRanks = 32;
+
+bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, std::vector<int32_t>& sizes, Lists& docs) {
+  const auto num_docs = static_cast<int32_t>(p.lengths.size());
+  std::vector<int32_t> order(static_cast<size_t>(num_docs));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return p.lengths[a] != p.lengths[b] ? p.lengths[a] > p.lengths[b] : a < b; });
+  sizes.assign(static_cast<size_t>(g), 0);
+  for (int32_t j = 0; j < g; ++j) sizes[static_cast<size_t>(j)] = static_cast<int32_t>(m.n / g + (j < m.n % g));
+  docs.assign(static_cast<size_t>(g), {});
+  std::vector<Work> work(static_cast<size_t>(g));
+  for (const int32_t d : order) {
+    const int64_t l = p.lengths[static_cast<size_t>(d)];
+    const auto dl = static_cast<double>(l);
+    int32_t best = -1;
+    double best_t = 0;
+    for (int32_t j = 0; j < g; ++j) {
+      const Work& w = work[static_cast<size_t>(j)];
+      const int32_t k = sizes[static_cast<size_t>(j)];
+      if (ceil_div(w.tokens + l, k) > p.capacity) continue;
+      const double t = estimate(p, m, k, w.tokens + l, w.sum_sq + dl * dl, w.sum + dl);
+      if (best < 0 || t < best_t) {
+        best = j;
+        best_t = t;
+      }
+    }
+    if (best < 0) return false;
+    Work& w = work[static_cast<size_t>(best)];
+    w.tokens += l;
+    w.sum += dl;
+    w.sum_sq += dl * dl;
+    docs[static_cast<size_t>(best)].push_back(d);
+  }
+  for (auto& list : docs) std::sort(list.begin(), list.end());
+  return true;
+}
+
 BatchPlan to_plan(const BatchProblem& p, const Machine& m, Candidate c) {
   BatchPlan plan;
   plan.group_of.assign(static_cast<size_t>(m.n), -1);
@@ -491,6 +532,13 @@ BatchPlan plan_batch(const BatchProblem& problem) {
   if (mixed_plan(problem, m, sizes, docs)) {
     Candidate c = place_and_evaluate(problem, m, sizes, std::move(docs));
     if (c.max < best.max) best = std::move(c);
+  }
+  if (m.n <= kNearlyEqualMaxRanks) {
+    for (int32_t g = 2; g < m.n; ++g) {
+      if (m.n % g == 0 || !nearly_equal_plan(problem, m, g, sizes, docs)) continue;
+      Candidate c = place_and_evaluate(problem, m, sizes, std::move(docs));
+      if (c.max < best.max) best = std::move(c);
+    }
   }
   // K = N always holds the batch (checked above), so some uniform plan exists.
   BASP_CHECK(std::isfinite(best.max), BASP_ERROR_INTERNAL, "the batch planner found no plan");
