@@ -45,3 +45,14 @@ for name, argv in {
     "json": ["-J", "out.json", "--layout", "sbhd", "--mode", "basp", "--placement", "contiguous"],
 }.items():
     write(perf, name, b"\x00".join(a.encode() for a in argv))
+
+cost = "fuzz_cost_model"
+valid = (b"basp-cost-model 1\na0 2e-05\na1 5e-06\nbeta_node 2e-10\nbeta_network 8e-11\nc2 0\nc1 0\n"
+         b"source calibrated\nworld_size 16\nnum_nodes 2\nnote 2026-01-05 two nodes\n")
+write(cost, "valid", valid)
+write(cost, "required_only", valid[:valid.index(b"source")])
+write(cost, "comments_crlf", valid.replace(b"\n", b"\r\n").replace(b"c2 0", b"# attention\r\n\r\nc2 0"))
+write(cost, "exact_doubles", b"basp-cost-model 1\na0 4.9406564584124654e-324\na1 1.7976931348623157e+308\n"
+      b"beta_node 2.2250738585072014e-308\nbeta_network 0.1\nc2 1e-12\nc1 1000\nsource \nnote \n")
+write(cost, "bad_number", valid.replace(b"a1 5e-06", b"a1 5e-06x"))
+write(cost, "duplicate", valid + b"a0 1\n")
