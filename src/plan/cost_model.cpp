@@ -199,11 +199,16 @@ CostModel fit_exchange(const std::vector<CostSample>& samples, const CostModel& 
   // The weighted design matrix, one column per coefficient: row i divided by seconds_i.
   std::vector<std::vector<double>> raw(kNumExchange, std::vector<double>(n));
   for (size_t i = 0; i < n; ++i) {
-    const double w = 1.0 / samples[i].seconds;  // finite: seconds >= the smallest positive double
+    const double w = 1.0 / samples[i].seconds;
     raw[0][i] = w;
     raw[1][i] = (samples[i].k - 1) * w;
     raw[2][i] = samples[i].node_bytes * w;
     raw[3][i] = samples[i].network_bytes * w;
+    // Only absurd samples get here (seconds below 1e-308, or bytes over 1e308 times seconds): refused rather than
+    // silently leaving a coefficient at base's value.
+    BASP_CHECK_ARG(std::isfinite(raw[0][i]) && std::isfinite(raw[2][i]) && std::isfinite(raw[3][i]), "samples[", i,
+                   "].seconds (", samples[i].seconds, ") is too small for its bytes (node ", samples[i].node_bytes,
+                   ", network ", samples[i].network_bytes, "): bytes per second overflow a double");
   }
   // Columns scaled to unit norm, so that the rank test and the pivots compare like with like.
   std::array<double, kNumExchange> scale{};

@@ -347,6 +347,11 @@ TEST_CASE("cost model: every malformed sample is named by its index", "[cost_mod
              Catch::Contains("samples[1].seconds (-2e-06)"));
   CHECK_THAT(fit_error(with(4, [&](CostSample& s) { s.seconds = kNan; })), Catch::Contains("samples[4].seconds (nan)"));
   CHECK_THAT(fit_error(with(9, [&](CostSample& s) { s.seconds = kInf; })), Catch::Contains("samples[9].seconds (inf)"));
+  // Seconds so small that bytes per second overflow: refused, not fitted to garbage.
+  CHECK_THAT(fit_error(with(10, [](CostSample& s) { s.seconds = 1e-310; })),
+             Catch::Contains("samples[10].seconds (1e-310) is too small"));
+  CHECK_THAT(fit_error(with(13, [](CostSample& s) { s.seconds = 1e-300, s.node_bytes = 1e300; })),
+             Catch::Contains("samples[13].seconds (1e-300) is too small for its bytes (node 1e+300"));
   // The first bad sample is the one named.
   std::vector<CostSample> two = with(8, [](CostSample& s) { s.k = 0; });
   two[12].seconds = 0;
