@@ -170,7 +170,8 @@ typedef struct basp_comm_config_v1 {
   size_t size;         /* sizeof(basp_comm_config_v1) */
   uint32_t magic;      /* BASP_COMM_CONFIG_MAGIC */
   uint32_t version;    /* BASP_COMM_CONFIG_VERSION */
-  int64_t micro_batch; /* B, sequences per micro-batch over the whole world; required (> 0) */
+  int64_t micro_batch; /* B, sequences per micro-batch over the whole world; > 0, or 0 for a comm that serves
+                          only batch plans (batch_capacity > 0; its groups are then N groups of 1 rank) */
   int32_t num_groups;  /* G; -1 = gcd(N, B) (BASP). 1 = DeepSpeed-Ulysses. Must divide N and B. */
   int32_t backend;     /* basp_backend_t */
   int32_t placement;   /* basp_placement_t */
@@ -181,6 +182,11 @@ typedef struct basp_comm_config_v1 {
    * milliseconds. -1: the environment variable BASP_TIMEOUT_MS, else BASP_DEFAULT_TIMEOUT_MS; 0: wait forever.
    * Each rank may choose its own. See docs/reliability.md. */
   int64_t timeout_ms;
+  /* Appended in 0.5 (a caller built against 0.4 passes 48 bytes and gets 0). > 0: the comm also serves batch plans
+   * (basp_batch_plan_create: groups of any size per micro-batch, docs/batch.md) of at most this many sequence-side
+   * tokens per rank, and creation prepares their world-level resources once (MPI: a private duplicate of the parent
+   * for their control and one for their data, a workspace pool). 0: no batch plans. Must be the same on every rank. */
+  int64_t batch_capacity;
 } basp_comm_config_v1;
 typedef basp_comm_config_v1 basp_comm_config_t;
 
@@ -189,7 +195,7 @@ typedef basp_comm_config_v1 basp_comm_config_t;
 /* clang-format off */
 #define BASP_COMM_CONFIG_INITIALIZER                                                                        \
   { sizeof(basp_comm_config_v1), BASP_COMM_CONFIG_MAGIC, BASP_COMM_CONFIG_VERSION, -1, -1,                \
-    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1 }
+    BASP_BACKEND_MPI, BASP_PLACEMENT_DEFAULT, 0, -1, 0 }
 /* clang-format on */
 
 /* Collective over `parent`: splits it into the groups once. `parent` must stay valid until basp_comm_destroy;
@@ -449,6 +455,131 @@ BASP_API basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, 
  * BASP_ERROR_MISMATCH naming the fingerprints; on the NCCL backend it is compared only with BASP_CHECK_TOKENS=1 (see
  * basp_scatter_tokens). NULL with num_docs == 0 forgets them. Threads: as basp_scatter. */
 BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Batch plans: groups of any size per micro-batch over one comm (since 0.5, docs/batch.md)
+ *
+ * A comm made with config->batch_capacity > 0 also serves batch plans: for one micro-batch, a membership (groups of
+ * any sizes, 1..N, partitioning the world, each with its documents or sequences) becomes an exchange plan without
+ * creating any communicator and without talking to any rank: host work only. Every rank makes every batch plan of
+ * the comm, in the same order, from the same description (typically basp_comm_plan_batch's answer to the same
+ * lengths). The description's fingerprint and the comm's count of batch plans travel with the first message of each
+ * exchange, so a rank whose description (or count) differs from its group's gets BASP_ERROR_MISMATCH; a rank that
+ * believes itself in another group than its peers do makes them wait, and they fail with BASP_ERROR_TIMEOUT naming
+ * it. Never wrong data. Batch plans of one comm share its workspace pool and one message tag, so their executes run
+ * one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). MPI backend only in this release.
+ * ------------------------------------------------------------------------------------------------------- */
+#define BASP_BATCH_MAGIC 0x42424154u /* "BBAT" */
+#define BASP_BATCH_VERSION 1u
+
+typedef struct basp_batch_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t num_groups;         /* G >= 1 */
+  int32_t num_docs;           /* THD: documents of the micro-batch; BSHD/SBHD: its sequences (of the plan's seq_len) */
+  const int32_t* group_sizes; /* [G]: K_g >= 1, summing to N */
+  const int32_t* ranks;       /* [N]: the world ranks of group 0 by position, then group 1's, ...: each rank once */
+  const int32_t* group_docs;  /* [G]: documents (THD) or sequences (BSHD/SBHD) of each group, summing to num_docs;
+                                 a THD group may have none (T = 0), a BSHD/SBHD group has at least one */
+  const int32_t* docs;        /* THD: [num_docs] document indices, group by group, each group's in stream order;
+                                 NULL: 0 .. num_docs-1 in order. BSHD/SBHD: NULL */
+  const int64_t* lengths;     /* THD: [num_docs] tokens of document i (> 0), by index; BSHD/SBHD: NULL */
+} basp_batch_v1;
+typedef basp_batch_v1 basp_batch_t;
+
+/* clang-format off */
+#define BASP_BATCH_INITIALIZER { sizeof(basp_batch_v1), BASP_BATCH_MAGIC, BASP_BATCH_VERSION, 0, 0, NULL, NULL, NULL, \
+                                 NULL, NULL }
+/* clang-format on */
+
+/* Not collective: the plan of this rank's group in `batch` for tensors `desc` (as basp_plan_create; THD:
+ * token_capacity 0, or at least the group's stream, which each execute then moves: basp_scatter and basp_gather take
+ * it, as do the _tokens forms with num_tokens -1 or T). BSHD/SBHD: group g holds group_docs[g] sequences of seq_len
+ * tokens. Every rank's sequence-side tokens must fit the comm's batch_capacity. The plan is a basp_plan_t: query,
+ * execute and destroy it as any other; it allocates only when it needs more workspace than the comm's pool holds.
+ * Threads: as basp_scatter (one batch plan of the comm executes at a time). */
+BASP_API basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
+                                              basp_plan_t* plan);
+
+/* The batch planner: groups of any size for a packed micro-batch, from the comm's cost model (docs/batch.md). */
+#define BASP_BATCH_PROBLEM_MAGIC 0x42505242u /* "BPRB" */
+#define BASP_BATCH_PROBLEM_VERSION 1u
+
+typedef struct basp_batch_problem_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t num_docs;       /* documents of the global micro-batch, >= 1 */
+  int32_t dtype;          /* basp_dtype_t of the exchanged tensors */
+  const int64_t* lengths; /* [num_docs] tokens of each document, > 0 */
+  int64_t query_heads;    /* Hq > 0 */
+  int64_t kv_heads;       /* Hkv > 0, dividing Hq */
+  int64_t head_dim;       /* D > 0 */
+  int64_t capacity;       /* most sequence-side tokens per rank: 0 = the comm's batch_capacity */
+} basp_batch_problem_v1;
+typedef basp_batch_problem_v1 basp_batch_problem_t;
+
+/* clang-format off */
+#define BASP_BATCH_PROBLEM_INITIALIZER { sizeof(basp_batch_problem_v1), BASP_BATCH_PROBLEM_MAGIC,                \
+                                         BASP_BATCH_PROBLEM_VERSION, 0, BASP_DTYPE_UNSET, NULL, 0, 0, 0, 0 }
+/* clang-format on */
+
+/* Not collective: plans the groups of one micro-batch on this comm's machine (every rank's node, NVLink domain and
+ * GPU, gathered at creation) with the comm's cost model, minimising the predicted step time (max over groups of
+ * scatter + attention + gather). Deterministic: every rank computes the same answer from the same problem and
+ * model. Writes a batch description for basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays
+ * pointing into the caller's arrays): group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's
+ * documents ascending). *predicted_seconds (may be NULL) receives the model's step time. A document longer than N *
+ * capacity, or a batch of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. */
+BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
+                                            int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
+                                            double* predicted_seconds);
+
+/* The comm's cost model (docs/batch.md): one exchange of a group of K ranks costs a0 + a1 * (K - 1) + beta_node *
+ * node_bytes + beta_network * network_bytes; a group's attention (c2 * sum L^2 + c1 * sum L) times the share of the
+ * query heads its busiest rank holds. A comm starts with rough defaults and zero attention coefficients. */
+#define BASP_COST_MODEL_MAGIC 0x42434d44u /* "BCMD" */
+#define BASP_COST_MODEL_VERSION 1u
+
+typedef struct basp_cost_model_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  double a0;           /* seconds per exchange */
+  double a1;           /* seconds per exchange and peer beyond the first */
+  double beta_node;    /* seconds per byte inside a node (NVLink domain) */
+  double beta_network; /* seconds per byte over a node's network link, shared by the groups that cross it */
+  double c2;           /* attention seconds per squared token, all query heads on one rank */
+  double c1;           /* attention seconds per token */
+  int32_t calibrated;  /* 1 after basp_comm_calibrate (or an import of a calibrated model) */
+  int32_t reserved0;
+} basp_cost_model_v1;
+typedef basp_cost_model_v1 basp_cost_model_t;
+
+/* clang-format off */
+#define BASP_COST_MODEL_INITIALIZER { sizeof(basp_cost_model_v1), BASP_COST_MODEL_MAGIC, BASP_COST_MODEL_VERSION, \
+                                      0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0 }
+/* clang-format on */
+
+/* Not collective (any thread): the comm's model, and a new one (every coefficient finite and >= 0). Every rank must
+ * hold the same model for basp_comm_plan_batch to agree across ranks. */
+BASP_API basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model);
+BASP_API basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t* model);
+
+/* Collective over the comm's world (a batch comm): measures the exchange on the live comm, groups of K = 2, 4, 8,
+ * ... up to N running concurrently, placed as the planner places them, and at K = 2 across nodes where there are
+ * several, for message sizes up to `max_bytes` per rank (0: 4 MiB), `repeats` times each (0: 5), takes the slowest
+ * rank's median, fits a0, a1, beta_node and beta_network, and stores them in the comm (identical on every rank: the
+ * fit runs on gathered timings). A few seconds. */
+BASP_API basp_status_t basp_comm_calibrate(basp_comm_t comm, int64_t max_bytes, int32_t repeats);
+
+/* The comm's model as text ("basp-cost-model 1" then "key value" lines), NUL-terminated in text[capacity];
+ * *needed (may be NULL) receives the bytes the text needs with its NUL. capacity too small: BASP_ERROR_INVALID_ARGUMENT
+ * naming the size needed. Import replaces the comm's model with a text export wrote (a cluster measured once is not
+ * measured again); malformed text is BASP_ERROR_INVALID_ARGUMENT naming the line. Not collective. */
+BASP_API basp_status_t basp_comm_export_cost_model(basp_comm_t comm, char* text, size_t capacity, size_t* needed);
+BASP_API basp_status_t basp_comm_import_cost_model(basp_comm_t comm, const char* text);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Shared host memory (MPI backend)

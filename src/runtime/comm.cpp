@@ -98,23 +98,46 @@ void Comm::abort() {
 
 plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
                               const std::vector<topology::RankLocality>& locality) {
-  const int32_t groups = plan::resolve_num_groups(world_size, options.micro_batch, options.num_groups);
+  const int64_t micro_batch = options.layout_micro_batch(world_size);
+  const int32_t groups = plan::resolve_num_groups(world_size, micro_batch, options.num_groups);
   switch (options.placement) {
     case BASP_PLACEMENT_CONTIGUOUS:
-      return plan::make_layout(world_size, options.micro_batch, plan::contiguous_members(world_size, groups));
+      return plan::make_layout(world_size, micro_batch, plan::contiguous_members(world_size, groups));
     case BASP_PLACEMENT_DEFAULT:
     case BASP_PLACEMENT_TOPOLOGY:
       if (locality.empty()) {
-        return plan::make_layout(world_size, options.micro_batch, plan::contiguous_members(world_size, groups));
+        return plan::make_layout(world_size, micro_batch, plan::contiguous_members(world_size, groups));
       }
       BASP_CHECK(locality.size() == static_cast<size_t>(world_size), BASP_ERROR_INTERNAL, "placement got ",
                  locality.size(), " locality records for ", world_size, " ranks");
-      return plan::make_layout(world_size, options.micro_batch,
+      return plan::make_layout(world_size, micro_batch,
                                plan::place_groups(topology::placement_input(locality), groups));
     default: break;
   }
   detail::fail(BASP_ERROR_INVALID_ARGUMENT, "placement (", static_cast<int>(options.placement),
                ") is not a basp_placement_t value");
+}
+
+transport::BatchTransport& Comm::batch_transport(const char* call) {
+  check_usable();
+  BASP_CHECK(backend() == BASP_BACKEND_MPI, BASP_ERROR_UNSUPPORTED, call,
+             ": batch plans are not on the NCCL backend in this release (docs/batch.md); use an MPI-backend comm");
+  BASP_CHECK_ARG(options_.batch_capacity > 0, call,
+                 ": the comm was made without batch plans (config->batch_capacity 0): create it with "
+                 "batch_capacity > 0, the most sequence-side tokens a rank holds in one batch plan");
+  transport::BatchTransport* batch = transport_->batch();
+  BASP_CHECK(batch != nullptr, BASP_ERROR_INTERNAL, call, ": the comm's batch resources are missing");
+  return *batch;
+}
+
+plan::CostModel Comm::cost_model() const {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  return model_;
+}
+
+void Comm::set_cost_model(const plan::CostModel& model) {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  model_ = model;
 }
 
 transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, int64_t timeout_ms) {
@@ -124,6 +147,8 @@ transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, i
   spec.members = layout.members[static_cast<size_t>(spec.index)];
   spec.where = plan::describe_group(layout, spec.index);
   spec.timeout_ms = timeout_ms;
+  spec.world_rank = rank;
+  spec.world_size = layout.world_size;
   return spec;
 }
 

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "basp/basp.h"
+#include "plan/cost_model.h"
 #include "plan/documents.h"
 #include "plan/groups.h"
+#include "plan/placement.h"
 #include "runtime/consistency.h"
 #include "runtime/health.h"
 #include "runtime/options.h"
@@ -66,6 +69,19 @@ class Comm {
   // Breaks the comm, then aborts its backend; a second abort does nothing.
   void abort();
 
+  // Batch plans (docs/batch.md). Whether the comm serves them (made with batch_capacity > 0 on a backend that
+  // has them), else throws naming what is missing; `call` names the caller's function.
+  transport::BatchTransport& batch_transport(const char* call);
+  // The id of the next batch plan: every rank makes every batch plan of the comm, in the same order, so every rank
+  // counts alike; the count travels with each exchange, and a rank that skipped one gets MISMATCH.
+  int64_t next_batch_id() { return next_batch_id_.fetch_add(1); }
+  // Every rank's node, NVLink domain and GPU, gathered at creation (batch comms only): the planner's machine.
+  const plan::PlacementInput& machine() const { return machine_; }
+  void set_machine(plan::PlacementInput machine) { machine_ = std::move(machine); }
+  // The comm's cost model: the default until calibrated or imported. Any thread.
+  plan::CostModel cost_model() const;
+  void set_cost_model(const plan::CostModel& model);
+
  private:
   plan::GroupLayout layout_;
   int32_t rank_;
@@ -73,6 +89,10 @@ class Comm {
   Health health_;
   std::unique_ptr<transport::GroupTransport> transport_;
   std::atomic<int64_t> next_plan_id_{0};
+  std::atomic<int64_t> next_batch_id_{0};
+  plan::PlacementInput machine_;
+  mutable std::mutex model_mutex_;
+  plan::CostModel model_ = plan::default_cost_model();
 };
 
 // Options -> the validated group layout for `world_size` ranks (placement applied). `locality` holds every rank's

@@ -20,7 +20,7 @@ struct FieldInfo {
 
 constexpr FieldInfo kCommFields[] = {
     {"micro_batch", Shown::kNumber},  {"num_groups", Shown::kNumber}, {"backend", Shown::kBackend},
-    {"placement", Shown::kPlacement}, {"reserved0", Shown::kNumber},
+    {"placement", Shown::kPlacement}, {"reserved0", Shown::kNumber},  {"batch_capacity", Shown::kNumber},
 };
 
 constexpr FieldInfo kPlanFields[] = {
@@ -181,8 +181,8 @@ CallRecord describe_comm_create(CallKind kind, const basp_comm_config_v1* config
   r.num_fields = std::size(kCommFields);
   if (config == nullptr) return r;
   r.readable = 1;
-  const int64_t values[] = {config->micro_batch, config->num_groups, config->backend, config->placement,
-                            config->reserved0};
+  const int64_t values[] = {config->micro_batch, config->num_groups, config->backend,
+                            config->placement,   config->reserved0,  config->batch_capacity};
   static_assert(std::size(values) == std::size(kCommFields), "kCommFields and the values disagree");
   std::copy(std::begin(values), std::end(values), r.fields);
   return r;

@@ -17,6 +17,15 @@
 namespace basp::runtime {
 namespace {
 
+// The planner's machine (batch comms): every rank's node, NVLink domain and GPU from the gathered records; without
+// records, one node.
+plan::PlacementInput machine_of(const std::vector<topology::RankLocality>& locality, int32_t world_size) {
+  if (!locality.empty()) return topology::placement_input(locality);
+  plan::PlacementInput machine;
+  machine.ranks.resize(static_cast<size_t>(world_size));
+  return machine;
+}
+
 // What every rank contributes to step 3: whether it can take part, and where it is.
 struct Readiness {
   int32_t status = BASP_SUCCESS;  // the rank's failure, or BASP_SUCCESS
@@ -71,7 +80,9 @@ std::exception_ptr local_checks(const CreateCall& call, int32_t world_size, cons
   if (call.local_error) return call.local_error;
   try {
     options = comm_options(*call.config);
-    if (world_size > 0) plan::resolve_num_groups(world_size, options.micro_batch, options.num_groups);
+    if (world_size > 0) {
+      plan::resolve_num_groups(world_size, options.layout_micro_batch(world_size), options.num_groups);
+    }
     check(options);
   } catch (const detail::Error&) {
     return std::current_exception();
@@ -105,9 +116,12 @@ std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall
   const std::vector<topology::RankLocality> locality =
       gather_locality(parent, mine, unready, call_name(call.kind), detail::Deadline(options.timeout_ms));
   plan::GroupLayout layout = plan_groups(parent.size(), options, locality);
-  auto transport =
-      connector->connect(group_spec(layout, parent.rank(), options.timeout_ms), detail::Deadline(options.timeout_ms));
-  return std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
+  transport::GroupSpec spec = group_spec(layout, parent.rank(), options.timeout_ms);
+  spec.batch_capacity = options.batch_capacity;
+  auto transport = connector->connect(spec, detail::Deadline(options.timeout_ms));
+  auto comm = std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
+  if (options.batch_capacity > 0) comm->set_machine(machine_of(locality, parent.size()));
+  return comm;
 }
 
 void fail_without_parent(const CreateCall& call, const EntryCheck& check, const std::exception_ptr& parent_error) {

@@ -13,6 +13,10 @@ struct CommOptions {
   basp_backend_t backend = BASP_BACKEND_MPI;
   basp_placement_t placement = BASP_PLACEMENT_DEFAULT;
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;  // resolved (runtime/timeout.h); 0: no timeout
+  int64_t batch_capacity = 0;                    // > 0: batch plans of at most this many tokens per rank
+  bool batch_only() const { return micro_batch == 0; }
+  // The B the comm's own groups are formed for: a comm of batch plans only has N groups of one rank.
+  int64_t layout_micro_batch(int32_t world_size) const { return batch_only() ? world_size : micro_batch; }
 };
 
 // Checks every field of `config`; the error names the field and its value. Needs no other rank: whether G divides

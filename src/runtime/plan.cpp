@@ -23,6 +23,8 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
   std::optional<plan::ExchangeSpec> spec;
   if (!error) {
     try {
+      BASP_CHECK_ARG(!comm_->options().batch_only(),
+                     "the comm serves batch plans only (micro_batch 0): use basp_batch_plan_create");
       spec = plan::validate_spec(*desc);
       check_pointers_ = pointer_checks_enabled();
     } catch (const detail::Error&) {
@@ -42,6 +44,17 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
     unmade = std::current_exception();  // out of memory for its workspace, say: the others must not go on alone
   }
   comm_->collective([&] { confirm_made(unmade); });
+}
+
+Plan::Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_ptr<transport::PlanExecutor> executor,
+           int64_t batch_tokens, const std::vector<int64_t>& cu_seqlens)
+    : comm_(std::move(comm)),
+      exchange_(std::move(exchange)),
+      executor_(std::move(executor)),
+      check_pointers_(pointer_checks_enabled()),
+      batch_(true),
+      batch_tokens_(batch_tokens) {
+  if (exchange_.spec.thd()) set_documents(cu_seqlens.data(), static_cast<int32_t>(cu_seqlens.size()) - 1);
 }
 
 // The last step of plan creation: one all-gather of whether every rank made its executor. Without it a rank that
@@ -73,6 +86,11 @@ void Plan::confirm_made(const std::exception_ptr& unmade) {
 
 int64_t Plan::call_tokens(const char* op, int64_t tokens) const {
   const plan::ExchangeSpec& spec = exchange_.spec;
+  if (spec.thd() && batch_) {
+    BASP_CHECK_ARG(tokens == kPlanTokens || tokens == -1 || tokens == batch_tokens_, op, ": num_tokens (", tokens,
+                   ") must be -1 or the stream of the batch plan's group (", batch_tokens_, ")");
+    return batch_tokens_;
+  }
   if (spec.thd()) {
     BASP_CHECK_ARG(tokens != kPlanTokens, op, ": a THD plan takes the token count of each call: use basp_", op,
                    "_tokens");
@@ -224,7 +242,8 @@ basp_plan_info_v1 Plan::info() const {
   out.last_path = executor_->last_path();
   out.layout = x.spec.layout;
   for (int32_t t = 0; t < x.num_tensors(); ++t) {
-    const layout::Geometry& g = x.tensors[static_cast<size_t>(t)];
+    // A THD batch plan moves its group's stream: its shapes are those of the stream, not of the capacity.
+    const layout::Geometry g = batch_ && x.spec.thd() ? x.at(t, batch_tokens_) : x.tensors[static_cast<size_t>(t)];
     out.ndim = g.ndim();
     out.seq_sharded_elems[t] = g.seq_tensor_bytes(g.me) / x.spec.elem_size;
     out.head_sharded_elems[t] = g.head_tensor_bytes(g.me) / x.spec.elem_size;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <vector>
 
 #include "basp/basp.h"
 #include "plan/exchange.h"
@@ -20,6 +21,11 @@ class Plan {
   // Collective over the rank's group. `desc` is NULL and `local_error` set when the caller's descriptor could not
   // be read; the rank still joins the group's consistency check (runtime/consistency.h), then throws.
   Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std::exception_ptr& local_error);
+  // A batch plan (runtime/batch.h), made locally: its exchange and executor; THD: its group's stream of
+  // `batch_tokens` tokens and the boundaries `cu_seqlens` of its documents.
+  Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_ptr<transport::PlanExecutor> executor,
+       int64_t batch_tokens, const std::vector<int64_t>& cu_seqlens);
+  bool batch() const { return batch_; }
 
   const plan::ExchangePlan& exchange() const { return exchange_; }
   const Comm& comm() const { return *comm_; }
@@ -51,6 +57,8 @@ class Plan {
   std::array<const void*, 2 * BASP_MAX_TENSORS> checked_{};
   bool checked_valid_ = false;
   int64_t documents_tokens_ = -1;  // the last entry of the boundaries set, -1: none
+  bool batch_ = false;
+  int64_t batch_tokens_ = -1;  // a THD batch plan's stream
 };
 
 }  // namespace basp::runtime

@@ -30,6 +30,18 @@ struct GroupSpec {
   std::vector<int32_t> members;  // world rank of each position
   std::string where;             // "group 0 (world ranks 0..3)"
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
+  // > 0: the comm also serves batch plans (docs/batch.md) of at most this many sequence-side tokens per rank, and
+  // the connector prepares their world-level resources once (GroupTransport::batch()).
+  int64_t batch_capacity = 0;
+  int32_t world_rank = 0;  // this rank in the parent
+  int32_t world_size = 0;
+};
+
+// One batch plan's group, seen from one of its ranks: made locally from a membership every rank computes alike.
+struct BatchGroup {
+  GroupSpec group;           // members: world ranks by position; index: the group's index in the membership
+  int64_t batch_id = 0;      // the comm's count of batch plans before this one: the same on every rank
+  uint64_t fingerprint = 0;  // of the whole batch description: what every rank of the group must agree on
 };
 
 // What an executor knows of its plan beyond the arithmetic.
@@ -67,6 +79,21 @@ class PlanExecutor {
   virtual int32_t last_control_rounds() const = 0;
 };
 
+// The world-level resources of batch plans (docs/batch.md): made once at comm creation, shared by every batch
+// plan of the comm, whose executors are then made locally, without talking to any rank and without creating a
+// communicator. Executes of one comm's batch plans run one at a time (checked: INVALID_ARGUMENT otherwise).
+class BatchTransport {
+ public:
+  virtual ~BatchTransport() = default;
+  // Not collective. The executor of `plan` (this rank's part of its group's exchange in the batch).
+  virtual std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan,
+                                                            const BatchGroup& group) = 0;
+  // Bytes of the workspace pool the comm's batch plans share (grown at batch plan creation, never at execute).
+  virtual int64_t pool_bytes() const = 0;
+  // Host-side collectives over the whole world (calibration: basp_comm_calibrate).
+  virtual Bootstrap& world() = 0;
+};
+
 class GroupTransport {
  public:
   virtual ~GroupTransport() = default;
@@ -85,6 +112,8 @@ class GroupTransport {
   virtual bool abortable() const { return false; }
   // Stops the backend's outstanding operations and releases its communicators (abortable backends only).
   virtual void abort() {}
+  // The batch plans' resources: nullptr unless the comm was made for batch plans on a backend that has them.
+  virtual BatchTransport* batch() { return nullptr; }
 };
 
 // One backend's part of comm creation (runtime/create.h): made before the consistency check without talking to

@@ -94,10 +94,27 @@ bool ControlChannel::take_stashed(int source, int tag, ControlMessage* message) 
 
 PlanControl::PlanControl(ControlChannel& channel, int64_t plan_id)
     : channel_(channel),
+      group_(channel.group()),
+      world_(false),
       plan_id_(plan_id),
       tag_(channel.tag_of(plan_id)),
       k_(static_cast<int32_t>(channel.group().members.size())),
       me_(channel.group().position),
+      send_(std::make_shared<ControlMessage>()),
+      recv_(static_cast<size_t>(k_)),
+      got_(static_cast<size_t>(k_), Got::kNothing),
+      sends_(static_cast<size_t>(std::max(k_ - 1, 0)), MPI_REQUEST_NULL) {}
+
+PlanControl::PlanControl(ControlChannel& channel, const BatchGroup& batch)
+    : channel_(channel),
+      group_(batch_group_),
+      batch_group_(batch.group),
+      world_(true),
+      batch_(batch.fingerprint),
+      plan_id_(batch.batch_id),
+      tag_(0),
+      k_(static_cast<int32_t>(batch.group.members.size())),
+      me_(batch.group.position),
       send_(std::make_shared<ControlMessage>()),
       recv_(static_cast<size_t>(k_)),
       got_(static_cast<size_t>(k_), Got::kNothing),
@@ -166,11 +183,13 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.status = status;
   m.tokens = tokens_;
   m.documents = documents_;
+  m.batch = batch_;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
   recv_[static_cast<size_t>(me_)] = m;
   for (int32_t i = 1; i < k_; ++i) {
     const int32_t j = (me_ + i) % k_;
-    BASP_MPI_CHECK(MPI_Isend(send_.get(), kMessageBytes, MPI_BYTE, j, tag_, channel_.comm(), &sends_[i - 1]));
+    BASP_MPI_CHECK(
+        MPI_Isend(send_.get(), kMessageBytes, MPI_BYTE, peer_rank(j), tag_, channel_.comm(), &sends_[i - 1]));
   }
 }
 
@@ -179,7 +198,7 @@ bool PlanControl::receive_from(int32_t j) {
   if (!channel_.take_stashed(j, tag_, &m)) {
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
-    BASP_MPI_CHECK(MPI_Improbe(j, tag_, channel_.comm(), &flag, &message, MPI_STATUS_IGNORE));
+    BASP_MPI_CHECK(MPI_Improbe(peer_rank(j), tag_, channel_.comm(), &flag, &message, MPI_STATUS_IGNORE));
     if (!flag) return false;
     BASP_MPI_CHECK(MPI_Mrecv(&m, kMessageBytes, MPI_BYTE, &message, MPI_STATUS_IGNORE));
   }
@@ -217,7 +236,7 @@ void PlanControl::receive_all(Round round, const detail::Deadline& deadline, con
   const auto t0 = Clock::now();
   const int64_t grace = witness_grace_ms(deadline);
   while (pending > 0) {
-    const bool witnesses = round == kArrive && !channel_.concurrent() && ms_since(t0) >= grace;
+    const bool witnesses = !world_ && round == kArrive && !channel_.concurrent() && ms_since(t0) >= grace;
     for (int32_t i = 1; i < k_; ++i) {
       const int32_t j = (me_ + k_ - i) % k_;
       Got& g = got_[static_cast<size_t>(j)];
@@ -239,8 +258,8 @@ void PlanControl::receive_all(Round round, const detail::Deadline& deadline, con
 
 void PlanControl::finish_sends(const detail::Deadline& deadline, const char* step) {
   WaitLabel label;
-  label.where = &channel_.group().where;
-  label.members = &channel_.group().members;
+  label.where = &group_.where;
+  label.members = &group_.members;
   try {
     wait_all(sends_.data(), static_cast<int>(sends_.size()), Requests::kPointToPoint, deadline, step, label);
   } catch (...) {
@@ -253,9 +272,9 @@ void PlanControl::check_round(int32_t j, Round round) const {
   const ControlMessage& m = recv_[static_cast<size_t>(j)];
   BASP_CHECK(m.plan == plan_id_ && m.call == call_ && m.op == static_cast<int32_t>(op_) && m.round == round,
              BASP_ERROR_INTERNAL, "control round ", static_cast<int>(round), " of plan #", plan_id_, " (exchange #",
-             call_, ") in ", channel_.group().where, " got world rank ",
-             channel_.group().members[static_cast<size_t>(j)], "'s message of plan #", m.plan, " (exchange #", m.call,
-             ", round ", m.round, "): the group is out of step");
+             call_, ") in ", group_.where, " got world rank ", group_.members[static_cast<size_t>(j)],
+             "'s message of plan #", m.plan, " (exchange #", m.call, ", round ", m.round,
+             "): the group is out of step");
 }
 
 void PlanControl::check_arrivals() {
@@ -263,10 +282,11 @@ void PlanControl::check_arrivals() {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     // On this plan's tag only this plan's first rounds can come first: anything else means the group is out of
     // step, and no verdict drawn from it could be trusted.
+    if (world_ && j != me_ && m.round == kArrive && (m.plan != plan_id_ || m.batch != batch_)) report_mismatch();
     if (j != me_ && got_[static_cast<size_t>(j)] == Got::kOwn && (m.plan != plan_id_ || m.round != kArrive)) {
-      BASP_CHECK(false, BASP_ERROR_INTERNAL, "the first control round of plan #", plan_id_, " in ",
-                 channel_.group().where, " got world rank ", channel_.group().members[static_cast<size_t>(j)],
-                 "'s message of plan #", m.plan, " (round ", m.round, "): the group is out of step");
+      BASP_CHECK(false, BASP_ERROR_INTERNAL, "the first control round of plan #", plan_id_, " in ", group_.where,
+                 " got world rank ", group_.members[static_cast<size_t>(j)], "'s message of plan #", m.plan, " (round ",
+                 m.round, "): the group is out of step");
     }
   }
   for (int32_t j = 0; j < k_; ++j) {
@@ -282,7 +302,8 @@ void PlanControl::report_mismatch() const {
   bool same_exchange = true;  // every rank in this plan's exchange #call_: only the operations differ
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
-    same_exchange = same_exchange && got_[static_cast<size_t>(j)] == Got::kOwn && m.call == call_;
+    same_exchange = same_exchange && got_[static_cast<size_t>(j)] == Got::kOwn && m.call == call_ &&
+                    m.plan == plan_id_ && m.batch == batch_;
   }
   bool failed = false;  // some rank's own argument checks failed: that, not the operations, is the story
   for (int32_t j = 0; j < k_; ++j) failed = failed || (recv_[static_cast<size_t>(j)].flags & kFlagFailed);
@@ -292,8 +313,15 @@ void PlanControl::report_mismatch() const {
   for (int32_t j = 0; j < k_; ++j) {
     documents_differ = documents_differ || recv_[static_cast<size_t>(j)].documents != documents_;
   }
+  bool batch_differs = false;  // batch plans made from different batch descriptions
+  for (int32_t j = 0; j < k_; ++j) batch_differs = batch_differs || recv_[static_cast<size_t>(j)].batch != batch_;
   auto describe = [&](const ControlMessage& m) {
     std::string out = op_name(m.op);
+    if (batch_differs) {
+      char fp[32];
+      std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(m.batch));
+      out += " of a batch described as " + std::string(fp);
+    }
     if (tokens_differ) out += " of " + std::to_string(m.tokens) + " tokens";
     if (documents_differ) {
       char fp[32];
@@ -301,7 +329,10 @@ void PlanControl::report_mismatch() const {
       out += m.documents == 0 ? std::string(" without document boundaries")
                               : " with document boundaries " + std::string(fp);
     }
-    if (!same_exchange) out += " of plan #" + std::to_string(m.plan) + " (exchange #" + std::to_string(m.call) + ")";
+    if (!same_exchange) {
+      out += std::string(world_ ? " of batch plan #" : " of plan #") + std::to_string(m.plan) + " (exchange #" +
+             std::to_string(m.call) + ")";
+    }
     if (m.flags & kFlagFailed)
       out += " whose argument checks failed with " + std::string(detail::status_name(m.status));
     return out;
@@ -309,7 +340,7 @@ void PlanControl::report_mismatch() const {
   std::vector<std::pair<std::string, std::vector<int32_t>>> sides;  // in order of the first rank
   for (int32_t j = 0; j < k_; ++j) {
     const std::string what = describe(recv_[static_cast<size_t>(j)]);
-    const int32_t world = channel_.group().members[static_cast<size_t>(j)];
+    const int32_t world = group_.members[static_cast<size_t>(j)];
     auto it = std::find_if(sides.begin(), sides.end(), [&](const auto& s) { return s.first == what; });
     if (it == sides.end()) {
       sides.push_back({what, {world}});
@@ -324,17 +355,19 @@ void PlanControl::report_mismatch() const {
   const char* what = failed          ? " could not all make the exchange: "
                      : same_exchange ? " are not in the same operation of this plan: "
                                      : " are not in the same exchange: ";
-  detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", channel_.group().where, what, detail,
-               same_exchange ? "" : " (plans are numbered in the order the comm made them)");
+  detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", group_.where, what, detail,
+               same_exchange ? ""
+               : world_      ? " (batch plans are numbered in the order each rank made them: every rank must make "
+                               "every batch plan of the comm, from the same description)"
+                             : " (plans are numbered in the order the comm made them)");
 }
 
 void PlanControl::report_timeout(const detail::Deadline& deadline, const char* step) {
   std::vector<int32_t> pending;
   for (int32_t j = 0; j < k_; ++j) {
-    if (got_[static_cast<size_t>(j)] == Got::kNothing)
-      pending.push_back(channel_.group().members[static_cast<size_t>(j)]);
+    if (got_[static_cast<size_t>(j)] == Got::kNothing) pending.push_back(group_.members[static_cast<size_t>(j)]);
   }
-  fail_timeout(deadline, step, channel_.group().where, std::move(pending));  // exchange_round pins the sends
+  fail_timeout(deadline, step, group_.where, std::move(pending));  // exchange_round pins the sends
 }
 
 }  // namespace basp::transport::mpi

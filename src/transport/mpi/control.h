@@ -56,6 +56,7 @@ struct ControlMessage {
   int32_t reserved = 0;
   int64_t tokens = -1;     // the tokens of the exchange (THD: T of the call)
   uint64_t documents = 0;  // THD: the fingerprint of the document boundaries (0: none set)
+  uint64_t batch = 0;      // batch plans: the fingerprint of the batch description (0: not a batch plan)
 };
 
 // One per group transport: the control communicator, the concurrency flag and the rare messages a rank read on
@@ -101,9 +102,15 @@ class ControlChannel {
 };
 
 // One per plan: its message buffers (allocated once), its call counter and the rounds of its exchanges.
+//
+// A batch plan's control (docs/batch.md) runs on the comm's world channel instead: its group is its own (`batch`
+// members are world ranks, which are the channel's ranks), every batch plan of the comm uses one tag (their
+// executes run one at a time), and a peer's message of another batch plan, or of another batch description (the
+// fingerprint), is a BASP_ERROR_MISMATCH naming both.
 class PlanControl {
  public:
   PlanControl(ControlChannel& channel, int64_t plan_id);
+  PlanControl(ControlChannel& channel, const BatchGroup& batch);
   ~PlanControl();
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
@@ -144,7 +151,13 @@ class PlanControl {
   [[noreturn]] void report_mismatch() const;
   [[noreturn]] void report_timeout(const detail::Deadline& deadline, const char* step);
 
+  int peer_rank(int32_t j) const { return world_ ? group_.members[static_cast<size_t>(j)] : j; }
+
   ControlChannel& channel_;
+  const GroupSpec& group_;  // the channel's group, or the batch plan's (batch_group_)
+  GroupSpec batch_group_;
+  const bool world_;  // a batch plan: peers are world ranks on the world channel
+  const uint64_t batch_ = 0;
   const int64_t plan_id_;
   const int tag_;
   const int32_t k_;

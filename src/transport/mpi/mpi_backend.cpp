@@ -1,5 +1,9 @@
 #include "transport/mpi/mpi_backend.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "common/error.h"
@@ -26,13 +30,66 @@ struct GuardedComm {
   }
 };
 
+// The world-level resources of the comm's batch plans (docs/batch.md), made once at comm creation: a duplicate of
+// the parent for their control messages (one channel over the world, one tag), one for their data messages, the
+// workspace pool, and the flag that serialises their executes.
+class MpiBatchTransport final : public BatchTransport {
+ public:
+  MpiBatchTransport(OwnedComm control, OwnedComm data, OwnedComm collectives, GroupSpec world)
+      : control_(control.release(), world),
+        data_(std::move(data)),
+        collectives_(std::move(collectives)),
+        bootstrap_(scope_of(collectives_, world)) {}
+
+  Bootstrap& world() override { return bootstrap_; }
+
+  std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override {
+    return mpi::make_batch_executor(plan, group, control_, data_.get(), pool_, busy_);
+  }
+  int64_t pool_bytes() const override { return pool_.bytes(); }
+
+ private:
+  static CollectiveScope scope_of(GuardedComm& comm, const GroupSpec& spec) {
+    CollectiveScope s;
+    s.comm = comm.comm.get();
+    s.labels = spec.members;
+    s.where = spec.where;
+    s.abandoned = &comm.abandoned;
+    return s;
+  }
+
+  ControlChannel control_;
+  OwnedComm data_;
+  GuardedComm collectives_;
+  MpiBootstrap bootstrap_;
+  WorkspacePool pool_;
+  std::atomic<bool> busy_{false};
+};
+
 class MpiGroupTransport final : public GroupTransport {
  public:
   MpiGroupTransport(OwnedComm world, OwnedComm group, GroupSpec spec)
       : world_(std::move(world)),
         group_(std::move(group)),
         channel_(dup_with_errors_return(group_.comm.get()).release(), spec),
-        bootstrap_(scope_of(group_, spec)) {}
+        bootstrap_(scope_of(group_, spec)) {
+    if (spec.batch_capacity > 0) {
+      // Collective over the parent (every rank is inside comm creation); the world as one group for messages.
+      GroupSpec all;
+      all.index = 0;
+      all.position = spec.world_rank;
+      for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
+      all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
+      all.timeout_ms = spec.timeout_ms;
+      OwnedComm control = dup_with_errors_return(world_.get());  // in this order on every rank: collective
+      OwnedComm data = dup_with_errors_return(world_.get());
+      OwnedComm collectives = dup_with_errors_return(world_.get());
+      batch_ = std::make_unique<MpiBatchTransport>(std::move(control), std::move(data), std::move(collectives),
+                                                   std::move(all));
+    }
+  }
+
+  BatchTransport* batch() override { return batch_.get(); }
 
   basp_backend_t backend() const override { return BASP_BACKEND_MPI; }
   Bootstrap& group() override { return bootstrap_; }
@@ -64,6 +121,7 @@ class MpiGroupTransport final : public GroupTransport {
   MpiBootstrap bootstrap_;
   // Shared by the comm's plans; outlives the group communicator's users through their shared_ptr.
   std::shared_ptr<SharedMemory> memory_ = std::make_shared<SharedMemory>();
+  std::unique_ptr<MpiBatchTransport> batch_;
 };
 
 class MpiConnector final : public Connector {
@@ -88,6 +146,24 @@ class MpiConnector final : public Connector {
 };
 
 }  // namespace
+
+WorkspacePool::~WorkspacePool() {
+  if (pinned_) return;  // MPI may still read it (a send it could not take back): kept for the process's life
+  std::free(data_);
+}
+
+void WorkspacePool::reserve(int64_t bytes) {
+  if (bytes <= bytes_) return;
+  BASP_CHECK(!pinned_, BASP_ERROR_COMM_BROKEN,
+             "the batch plans' workspace is still held by a send that an earlier failed exchange left behind");
+  const auto rounded = static_cast<size_t>((bytes + 4095) / 4096 * 4096);
+  auto* fresh = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+  if (fresh == nullptr) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "the batch plans' workspace of ", bytes, " bytes");
+  std::memset(fresh, 0, rounded);  // fault the pages in now, not in the first execute
+  std::free(data_);
+  data_ = fresh;
+  bytes_ = static_cast<int64_t>(rounded);
+}
 
 std::unique_ptr<Connector> make_connector(MpiBootstrap& parent) { return std::make_unique<MpiConnector>(parent); }
 

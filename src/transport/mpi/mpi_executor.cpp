@@ -47,6 +47,16 @@ class MpiExecutor final : public PlanExecutor {
     context_.group = &channel.group();
     context_.memory = std::move(memory);
   }
+  // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
+  MpiExecutor(const plan::ExchangePlan& plan, const BatchGroup& batch, ControlChannel& world, WorkspacePool& pool,
+              std::atomic<bool>* busy)
+      : plan_(plan), group_(batch.group), control_(world, batch), timeout_ms_(batch.group.timeout_ms), busy_(busy) {
+    context_.plan = &plan_;
+    context_.control = &control_;
+    context_.group = &group_;
+    context_.world = true;
+    context_.pool = &pool;
+  }
 
   const PathContext& path_context() const { return context_; }
   void set_path(std::unique_ptr<ExchangePath> path) { path_ = std::move(path); }
@@ -65,6 +75,7 @@ class MpiExecutor final : public PlanExecutor {
 
   [[noreturn]] void fail(bool scatter, int64_t tokens, const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
+    const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
     control_.begin(scatter ? Op::kScatter : Op::kGather, tokens, documents_);
     try {
@@ -84,7 +95,27 @@ class MpiExecutor final : public PlanExecutor {
   }
 
  private:
+  // Executes of one comm's batch plans run one at a time: they share one tag and one workspace.
+  class Serial {
+   public:
+    explicit Serial(std::atomic<bool>* busy) : busy_(busy) {
+      bool expected = false;
+      BASP_CHECK_ARG(busy_ == nullptr || busy_->compare_exchange_strong(expected, true, std::memory_order_acq_rel),
+                     "another batch plan of this comm is executing on another thread: the batch plans of one comm "
+                     "execute one at a time");
+    }
+    ~Serial() {
+      if (busy_ != nullptr) busy_->store(false, std::memory_order_release);
+    }
+    Serial(const Serial&) = delete;
+    Serial& operator=(const Serial&) = delete;
+
+   private:
+    std::atomic<bool>* busy_;
+  };
+
   void run(Op op, int64_t tokens, const void* const* inputs, void* const* outputs) {
+    const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);
     const Exchange x{op, tokens, geom_.data(), inputs, outputs, deadline};
@@ -106,6 +137,7 @@ class MpiExecutor final : public PlanExecutor {
   }
 
   plan::ExchangePlan plan_;
+  GroupSpec group_;                                      // a batch plan's group (positions -> world ranks)
   std::array<layout::Geometry, BASP_MAX_TENSORS> geom_;  // the current call's
   PlanControl control_;
   PathContext context_;
@@ -113,7 +145,8 @@ class MpiExecutor final : public PlanExecutor {
   std::unique_ptr<ExchangePath> path_;
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
   std::atomic<int32_t> last_rounds_{0};
-  uint64_t documents_ = 0;  // set between executes (runtime::Plan), never during one
+  uint64_t documents_ = 0;             // set between executes (runtime::Plan), never during one
+  std::atomic<bool>* busy_ = nullptr;  // batch plans: the comm's "a batch plan executes" flag
 };
 
 // Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
@@ -195,6 +228,19 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
 }
 
 }  // namespace
+
+std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
+                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
+                                                  std::atomic<bool>& busy) {
+  auto executor = std::make_unique<MpiExecutor>(plan, batch, world, pool, &busy);
+  // Chosen locally: every rank of the group derives the same K from the same membership.
+  if (plan.group_size == 1) {
+    executor->set_path(make_local_path(executor->path_context()));
+  } else {
+    executor->set_path(make_p2p_path(executor->path_context(), data));
+  }
+  return executor;
+}
 
 std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context,
                                             const CollectiveScope& group, ControlChannel& channel,

@@ -47,7 +47,10 @@ OwnedType contiguous_type(int64_t bytes) {
 
 class P2pPath final : public ExchangePath {
  public:
-  P2pPath(const PathContext& context, MPI_Comm group) : c_(context), comm_(dup_with_errors_return(group)) {
+  P2pPath(const PathContext& context, MPI_Comm group)
+      : c_(context),
+        owned_(c_.world ? OwnedComm() : dup_with_errors_return(group)),
+        comm_(c_.world ? group : owned_.get()) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t n = p.num_tensors();
     const int32_t k = p.group_size;
@@ -75,7 +78,9 @@ class P2pPath final : public ExchangePath {
     request_peer_.assign(slots, -1);
     request_tensor_.assign(slots, -1);
     const int64_t bytes = p.workspace_bytes(p.position);
-    if (bytes > 0) {
+    if (c_.pool != nullptr) {
+      c_.pool->reserve(bytes);
+    } else if (bytes > 0) {
       workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
       if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
       std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now, not in the first execute
@@ -101,7 +106,10 @@ class P2pPath final : public ExchangePath {
         gather(x);
       }
     } catch (...) {
-      if (drop_requests(requests_.data(), static_cast<int>(nreq_)) > 0) workspace_pinned_ = true;
+      if (drop_requests(requests_.data(), static_cast<int>(nreq_)) > 0) {
+        workspace_pinned_ = true;
+        if (c_.pool != nullptr) c_.pool->pin();
+      }
       throw;
     }
     return BASP_PATH_P2P;
@@ -116,7 +124,8 @@ class P2pPath final : public ExchangePath {
 
   std::byte* chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    return workspace_.get() + p.workspace_offset(p.position, t, j, x.tokens);
+    std::byte* base = c_.pool != nullptr ? c_.pool->data() : workspace_.get();
+    return base + p.workspace_offset(p.position, t, j, x.tokens);
   }
 
   // Posts the message of position j's rows in this rank's head-sharded tensor t: a receive (scatter) or a send
@@ -133,10 +142,10 @@ class P2pPath final : public ExchangePath {
     request_tensor_[nreq_] = t;
     if (send) {
       const auto* in = static_cast<const std::byte*>(x.inputs[t]) + offset;
-      BASP_MPI_CHECK(MPI_Isend(in, count, type, j, tag, comm_.get(), &requests_[nreq_]));
+      BASP_MPI_CHECK(MPI_Isend(in, count, type, c_.peer_rank(j), tag, comm_, &requests_[nreq_]));
     } else {
       auto* out = static_cast<std::byte*>(x.outputs[t]) + offset;
-      BASP_MPI_CHECK(MPI_Irecv(out, count, type, j, tag, comm_.get(), &requests_[nreq_]));
+      BASP_MPI_CHECK(MPI_Irecv(out, count, type, c_.peer_rank(j), tag, comm_, &requests_[nreq_]));
     }
     ++nreq_;
   }
@@ -150,9 +159,9 @@ class P2pPath final : public ExchangePath {
     request_peer_[nreq_] = j;
     request_tensor_[nreq_] = t;
     if (send) {
-      BASP_MPI_CHECK(MPI_Isend(chunk(x, t, j), count, type, j, tag, comm_.get(), &requests_[nreq_]));
+      BASP_MPI_CHECK(MPI_Isend(chunk(x, t, j), count, type, c_.peer_rank(j), tag, comm_, &requests_[nreq_]));
     } else {
-      BASP_MPI_CHECK(MPI_Irecv(chunk(x, t, j), count, type, j, tag, comm_.get(), &requests_[nreq_]));
+      BASP_MPI_CHECK(MPI_Irecv(chunk(x, t, j), count, type, c_.peer_rank(j), tag, comm_, &requests_[nreq_]));
     }
     ++nreq_;
   }
@@ -235,7 +244,8 @@ class P2pPath final : public ExchangePath {
   }
 
   PathContext c_;
-  OwnedComm comm_;  // the plan's own: its data tags never meet another plan's
+  OwnedComm owned_;  // the plan's own duplicate: its data tags never meet another plan's (none for batch plans)
+  MPI_Comm comm_;
   std::vector<Types> types_;
   std::unique_ptr<std::byte, FreeDeleter> workspace_;
   bool workspace_pinned_ = false;

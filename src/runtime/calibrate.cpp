@@ -1,0 +1,209 @@
+#include "runtime/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+#include "common/split.h"
+#include "plan/batch_planner.h"
+#include "runtime/batch.h"
+#include "runtime/plan.h"
+
+namespace basp::runtime {
+namespace {
+
+constexpr int64_t kDefaultMaxBytes = int64_t{4} << 20;
+constexpr int32_t kDefaultRepeats = 5;
+constexpr int64_t kHeads = 64;     // heads of the calibration tensor: split evenly for K dividing 64
+constexpr int64_t kHeadDim = 256;  // bytes per head and token (BASP_DTYPE_BYTE)
+
+bool same_link_domain(const plan::RankPlace& a, const plan::RankPlace& b) {
+  return a.node == b.node || (a.domain != 0 && a.domain == b.domain);
+}
+
+}  // namespace
+
+std::vector<std::vector<std::vector<int32_t>>> calibration_memberships(const plan::PlacementInput& machine) {
+  const auto n = static_cast<int32_t>(machine.ranks.size());
+  std::vector<std::vector<std::vector<int32_t>>> out;
+  std::vector<int32_t> ks;
+  for (int32_t k = 2; k <= n; k *= 2) ks.push_back(k);
+  if (n > 2 && (n & (n - 1)) != 0) ks.push_back(n);
+  for (int32_t k : ks) {
+    std::vector<int32_t> sizes(static_cast<size_t>(n / k), k);
+    sizes.insert(sizes.end(), static_cast<size_t>(n % k), 1);
+    out.push_back(plan::place_mixed_groups(machine, sizes));
+  }
+  // Pairs across nodes: the ranks ordered by node, rank i with rank i + N/2 when their nodes differ.
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) order[static_cast<size_t>(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return machine.ranks[static_cast<size_t>(a)].node < machine.ranks[static_cast<size_t>(b)].node;
+  });
+  std::vector<std::vector<int32_t>> pairs;
+  std::vector<bool> used(static_cast<size_t>(n), false);
+  for (int32_t i = 0; i < n / 2; ++i) {
+    const int32_t a = order[static_cast<size_t>(i)];
+    const int32_t b = order[static_cast<size_t>(i + n / 2)];
+    if (same_link_domain(machine.ranks[static_cast<size_t>(a)], machine.ranks[static_cast<size_t>(b)])) continue;
+    pairs.push_back({std::min(a, b), std::max(a, b)});
+    used[static_cast<size_t>(a)] = used[static_cast<size_t>(b)] = true;
+  }
+  if (!pairs.empty()) {
+    for (int32_t r = 0; r < n; ++r) {
+      if (!used[static_cast<size_t>(r)]) pairs.push_back({r});
+    }
+    std::sort(pairs.begin(), pairs.end());
+    out.push_back(std::move(pairs));
+  }
+  return out;
+}
+
+std::vector<GroupTraffic> membership_traffic(const plan::PlacementInput& machine,
+                                             const std::vector<std::vector<int32_t>>& members,
+                                             const std::vector<std::vector<std::vector<double>>>& chunk) {
+  std::map<uint64_t, double> network;  // per node: bytes its ranks send off the node, over all groups
+  std::vector<GroupTraffic> out(members.size());
+  for (size_t g = 0; g < members.size(); ++g) {
+    const auto& m = members[g];
+    for (size_t r = 0; r < m.size(); ++r) {
+      const plan::RankPlace& pr = machine.ranks[static_cast<size_t>(m[r])];
+      double local = 0;
+      for (size_t j = 0; j < m.size(); ++j) {
+        if (j == r) continue;
+        if (same_link_domain(pr, machine.ranks[static_cast<size_t>(m[j])])) {
+          local += chunk[g][r][j];
+        } else {
+          network[pr.node] += chunk[g][r][j];
+        }
+      }
+      out[g].node_bytes = std::max(out[g].node_bytes, local);
+    }
+  }
+  for (size_t g = 0; g < members.size(); ++g) {
+    for (int32_t r : members[g]) {
+      const auto it = network.find(machine.ranks[static_cast<size_t>(r)].node);
+      if (it != network.end()) out[g].network_bytes = std::max(out[g].network_bytes, it->second);
+    }
+  }
+  return out;
+}
+
+void calibrate(const std::shared_ptr<Comm>& comm, int64_t max_bytes, int32_t repeats) {
+  transport::BatchTransport& transport = comm->batch_transport("basp_comm_calibrate");
+  BASP_CHECK_ARG(max_bytes == 0 || (max_bytes >= 4096 && max_bytes <= (int64_t{1} << 30)), "max_bytes (", max_bytes,
+                 ") must be 0 (4 MiB) or in 4096..1 GiB");
+  BASP_CHECK_ARG(repeats >= 0 && repeats <= 1000, "repeats (", repeats, ") must be in 0..1000 (0: ", kDefaultRepeats,
+                 ")");
+  if (max_bytes == 0) max_bytes = kDefaultMaxBytes;
+  if (repeats == 0) repeats = kDefaultRepeats;
+  const plan::PlacementInput& machine = comm->machine();
+  const int32_t n = comm->layout().world_size;
+  BASP_CHECK(n >= 2, BASP_ERROR_UNSUPPORTED, "basp_comm_calibrate: a comm of one rank has no exchange to measure");
+  const auto memberships = calibration_memberships(machine);
+  const int64_t row = kHeads * kHeadDim;  // bytes per token
+  std::vector<int64_t> sizes;             // tokens per rank
+  for (int64_t bytes : {max_bytes / 64, max_bytes / 8, max_bytes}) sizes.push_back(std::max<int64_t>(bytes / row, 1));
+  transport::Bootstrap& world = transport.world();
+  const detail::Deadline deadline(comm->options().timeout_ms);
+  auto barrier = [&] {
+    const char one = 1;
+    std::vector<char> all(static_cast<size_t>(n));
+    world.allgather(&one, 1, all.data(), "the synchronisation of basp_comm_calibrate", deadline);
+  };
+  std::vector<double> mine;  // this rank's median per (membership, size)
+  std::vector<std::byte> in;
+  std::vector<std::byte> out;
+  for (const auto& members : memberships) {
+    int32_t kmax = 1;
+    for (const auto& m : members) kmax = std::max(kmax, static_cast<int32_t>(m.size()));
+    for (int64_t rows : sizes) {
+      std::vector<int32_t> group_sizes;
+      std::vector<int32_t> ranks;
+      std::vector<int32_t> counts(members.size(), 1);
+      for (const auto& m : members) {
+        group_sizes.push_back(static_cast<int32_t>(m.size()));
+        ranks.insert(ranks.end(), m.begin(), m.end());
+      }
+      basp_batch_v1 b = BASP_BATCH_INITIALIZER;
+      b.num_groups = static_cast<int32_t>(members.size());
+      b.num_docs = b.num_groups;
+      b.group_sizes = group_sizes.data();
+      b.ranks = ranks.data();
+      b.group_docs = counts.data();
+      basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
+      d.layout = BASP_LAYOUT_BSHD;
+      d.dtype = BASP_DTYPE_BYTE;
+      d.seq_len = rows * kmax;  // every group's rank holds about `rows` tokens; a rank alone holds them all
+      d.head_dim = kHeadDim;
+      d.num_tensors = 1;
+      d.num_heads[0] = kHeads;
+      auto plan = make_batch_plan(comm, d, b, /*check_capacity=*/false);
+      const basp_plan_info_v1 info = plan->info();
+      in.resize(static_cast<size_t>(info.seq_sharded_elems[0]));
+      out.resize(static_cast<size_t>(info.head_sharded_elems[0]));
+      const void* ins[1] = {in.data()};
+      void* outs[1] = {out.data()};
+      plan->execute(true, Plan::kPlanTokens, ins, outs, nullptr);  // warm-up
+      std::vector<double> times;
+      for (int32_t i = 0; i < repeats; ++i) {
+        barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        plan->execute(true, Plan::kPlanTokens, ins, outs, nullptr);
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+      mine.push_back(times[times.size() / 2]);
+    }
+  }
+  std::vector<double> all(mine.size() * static_cast<size_t>(n));
+  world.allgather(mine.data(), mine.size() * sizeof(double), all.data(), "the timings of basp_comm_calibrate",
+                  deadline);
+  std::vector<plan::CostSample> samples;
+  size_t at = 0;
+  for (const auto& members : memberships) {
+    int32_t kmax = 1;
+    for (const auto& m : members) kmax = std::max(kmax, static_cast<int32_t>(m.size()));
+    for (int64_t rows : sizes) {
+      const int64_t seq = rows * kmax;
+      std::vector<std::vector<std::vector<double>>> chunk(members.size());
+      for (size_t g = 0; g < members.size(); ++g) {
+        const auto k = static_cast<int64_t>(members[g].size());
+        chunk[g].assign(static_cast<size_t>(k), std::vector<double>(static_cast<size_t>(k), 0.0));
+        for (int64_t r = 0; r < k; ++r) {
+          for (int64_t j = 0; j < k; ++j) {
+            chunk[g][static_cast<size_t>(r)][static_cast<size_t>(j)] = static_cast<double>(
+                detail::split_count(seq, k, r) * detail::split_count(kHeads, k, j) * kHeadDim);
+          }
+        }
+      }
+      const std::vector<GroupTraffic> traffic = membership_traffic(machine, members, chunk);
+      for (size_t g = 0; g < members.size(); ++g) {
+        if (members[g].size() < 2) continue;
+        double slowest = 0;
+        for (int32_t r : members[g]) slowest = std::max(slowest, all[static_cast<size_t>(r) * mine.size() + at]);
+        plan::CostSample s;
+        s.k = static_cast<int32_t>(members[g].size());
+        s.node_bytes = traffic[g].node_bytes;
+        s.network_bytes = traffic[g].network_bytes;
+        s.seconds = slowest;
+        samples.push_back(s);
+      }
+      ++at;
+    }
+  }
+  plan::CostModel model = plan::fit_exchange(samples, comm->cost_model());
+  model.source = "calibrated";
+  model.world_size = n;
+  std::map<uint64_t, int> nodes;
+  for (const auto& r : machine.ranks) nodes[r.node] = 1;
+  model.num_nodes = static_cast<int32_t>(nodes.size());
+  model.note = std::to_string(samples.size()) + " samples, " + std::to_string(repeats) + " repeats, up to " +
+               std::to_string(max_bytes) + " bytes per rank";
+  comm->set_cost_model(model);
+}
+
+}  // namespace basp::runtime

@@ -1,0 +1,551 @@
+// Batch plans under mpirun (issue 16, docs/batch.md), through the C ABI: groups of any size per step over one comm.
+// Every step draws a new membership (a random partition of the world into groups of any sizes, ranks permuted) from
+// a seed every rank shares, a layout (BSHD, SBHD, THD), GQA/MQA and uneven head and token counts, makes the batch
+// plan on every rank and checks it bit for bit: the scatter output against the formulas of tests/common (not the
+// library's), and the gather of the scatter's output, which restores the input where no head is replicated and is
+// the holders' sum (count x value, exact in FP32) where one is. Outputs are poisoned first. Then the error cases:
+// a mismatched batch description on one rank (MISMATCH on its group, the comm usable afterwards), bad descriptions
+// named, the planner's answer identical on every rank and exchanged bit-exactly, and last a rank that skipped a
+// batch plan (MISMATCH naming the plan numbers).
+//
+// usage: test_batch [steps] [seed] [timeout]   ("timeout": only the case of a rank that believes it is alone)
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "basp/basp.h"
+#include "pattern.h"
+#include "split_reference.h"
+
+using basp::test::head_ranges;
+using basp::test::HeadRange;
+using basp::test::pattern_byte;
+using basp::test::split_bounds;
+
+namespace {
+
+int g_rank = 0;
+int g_size = 1;
+int failures = 0;
+
+#define EXPECT(cond, ...)                                                              \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      char buf_[600];                                                                  \
+      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);                                   \
+      std::fprintf(stderr, "rank %d: %s (%s:%d)\n", g_rank, buf_, __FILE__, __LINE__); \
+      ++failures;                                                                      \
+    }                                                                                  \
+  } while (0)
+
+constexpr float kPoisonValue = -7777.0f;
+constexpr int64_t kCapacity = 1 << 20;
+
+struct Membership {
+  std::vector<int32_t> sizes;  // per group
+  std::vector<int32_t> ranks;  // group by group
+  std::vector<std::vector<int32_t>> members() const {
+    std::vector<std::vector<int32_t>> out;
+    size_t at = 0;
+    for (int32_t k : sizes) {
+      out.emplace_back(ranks.begin() + static_cast<long>(at), ranks.begin() + static_cast<long>(at + k));
+      at += static_cast<size_t>(k);
+    }
+    return out;
+  }
+};
+
+Membership random_membership(std::mt19937_64& rng, std::vector<int32_t> sizes) {
+  Membership m;
+  if (sizes.empty()) {
+    int32_t left = g_size;
+    while (left > 0) {
+      const int32_t k = static_cast<int32_t>(std::uniform_int_distribution<int32_t>(1, left)(rng));
+      sizes.push_back(k);
+      left -= k;
+    }
+  }
+  m.sizes = sizes;
+  m.ranks.resize(static_cast<size_t>(g_size));
+  std::iota(m.ranks.begin(), m.ranks.end(), 0);
+  std::shuffle(m.ranks.begin(), m.ranks.end(), rng);
+  return m;
+}
+
+// One step's batch: the membership, the tensors, per group its sequences (BSHD/SBHD) or documents (THD).
+struct Step {
+  Membership m;
+  int32_t layout = BASP_LAYOUT_BSHD;
+  int64_t seq_len = 1;  // BSHD/SBHD
+  int64_t head_dim = 1;
+  std::vector<int64_t> heads, split;
+  std::vector<int32_t> group_docs;  // sequences or documents per group
+  std::vector<int64_t> lengths;     // THD: per document, in group order
+};
+
+Step draw(std::mt19937_64& rng, std::vector<int32_t> sizes) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Step st;
+  st.m = random_membership(rng, std::move(sizes));
+  st.layout = static_cast<int32_t>(pick(0, 2));
+  st.head_dim = pick(1, 3) * 2 - 1;
+  st.seq_len = pick(1, 2 * g_size + 3);
+  const int64_t hq = pick(1, 2 * g_size + 2);
+  std::vector<int64_t> kv;
+  for (int64_t h = 1; h <= hq; ++h) {
+    if (hq % h == 0) kv.push_back(h);
+  }
+  const int64_t hkv = pick(0, 2) == 0 ? 1 : kv[static_cast<size_t>(pick(0, static_cast<int64_t>(kv.size()) - 1))];
+  st.heads = {hq, hkv, hkv};
+  st.split = {hq, hq, hq};
+  for (size_t g = 0; g < st.m.sizes.size(); ++g) {
+    if (st.layout == BASP_LAYOUT_THD) {
+      const auto n = static_cast<int32_t>(pick(0, 3));
+      st.group_docs.push_back(n);
+      for (int32_t i = 0; i < n; ++i) st.lengths.push_back(pick(1, 3 * g_size));
+    } else {
+      st.group_docs.push_back(static_cast<int32_t>(pick(1, 2)));
+    }
+  }
+  return st;
+}
+
+basp_plan_desc_t desc_of(const Step& st) {
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = st.layout;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = st.layout == BASP_LAYOUT_THD ? -1 : st.seq_len;
+  d.head_dim = st.head_dim;
+  d.num_tensors = static_cast<int32_t>(st.heads.size());
+  for (size_t t = 0; t < st.heads.size(); ++t) {
+    d.num_heads[t] = st.heads[t];
+    d.query_heads[t] = st.split[t] == st.heads[t] ? 0 : st.split[t];
+  }
+  return d;
+}
+
+struct BatchArrays {
+  std::vector<int32_t> docs;
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+};
+
+BatchArrays batch_of(const Step& st) {
+  BatchArrays a;
+  const int32_t total = std::accumulate(st.group_docs.begin(), st.group_docs.end(), 0);
+  a.b.num_groups = static_cast<int32_t>(st.m.sizes.size());
+  a.b.num_docs = total;
+  a.b.group_sizes = st.m.sizes.data();
+  a.b.ranks = st.m.ranks.data();
+  a.b.group_docs = st.group_docs.data();
+  if (st.layout == BASP_LAYOUT_THD) a.b.lengths = st.lengths.data();
+  return a;
+}
+
+// The value of tensor t at (group g, sequence b, token s of the sequence or stream, head h, element d).
+float value(uint64_t seed, int64_t t, int64_t g, int64_t b, int64_t s, int64_t h, int64_t d) {
+  return static_cast<float>(pattern_byte(seed, t, g * 8 + b, s, h, d, 0)) - 100.0f;
+}
+
+// One step: create the plan, scatter, check, gather the scatter's output, check.
+void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
+  const basp_plan_desc_t d = desc_of(st);
+  BatchArrays a = batch_of(st);
+  basp_plan_t plan = nullptr;
+  const basp_status_t made = basp_batch_plan_create(comm, &d, &a.b, &plan);
+  EXPECT(made == BASP_SUCCESS, "step %d: basp_batch_plan_create: %s", step, basp_last_error());
+  if (made != BASP_SUCCESS) return;
+  // Where this rank is.
+  const auto members = st.m.members();
+  int64_t g = -1, l = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (size_t p = 0; p < members[i].size(); ++p) {
+      if (members[i][p] == g_rank) g = static_cast<int64_t>(i), l = static_cast<int64_t>(p);
+    }
+  }
+  const auto k = static_cast<int64_t>(members[static_cast<size_t>(g)].size());
+  const bool thd = st.layout == BASP_LAYOUT_THD;
+  const bool sbhd = st.layout == BASP_LAYOUT_SBHD;
+  int64_t first_doc = 0;
+  for (int64_t i = 0; i < g; ++i) first_doc += st.group_docs[static_cast<size_t>(i)];
+  int64_t tokens = 0;  // the group's sequence length (THD: its stream)
+  if (thd) {
+    for (int32_t i = 0; i < st.group_docs[static_cast<size_t>(g)]; ++i) tokens += st.lengths[first_doc + i];
+  } else {
+    tokens = st.seq_len;
+  }
+  const int64_t b_loc = thd ? 1 : st.group_docs[static_cast<size_t>(g)];
+  const std::vector<int64_t> tok = split_bounds(tokens, k);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  basp_plan_query(plan, &info);
+  EXPECT(info.group_size == k && info.local_sequences == b_loc, "step %d: plan info K %d b_loc %lld, expected %lld %lld",
+         step, info.group_size, static_cast<long long>(info.local_sequences), static_cast<long long>(k),
+         static_cast<long long>(b_loc));
+  EXPECT(info.token_begin == tok[l] && info.token_end == tok[l + 1], "step %d: token range %lld..%lld, expected %lld..%lld",
+         step, static_cast<long long>(info.token_begin), static_cast<long long>(info.token_end),
+         static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
+  EXPECT(info.plan_path == (k == 1 ? BASP_PATH_LOCAL : BASP_PATH_P2P), "step %d: plan path %d with K %lld", step,
+         info.plan_path, static_cast<long long>(k));
+  const auto n = static_cast<int32_t>(st.heads.size());
+  const int64_t D = st.head_dim;
+  const int64_t s_l = tok[l + 1] - tok[l];
+  std::vector<std::vector<float>> seq(n), head(n), back(n);
+  std::vector<std::vector<HeadRange>> ranges(n);
+  for (int32_t t = 0; t < n; ++t) {
+    const int64_t H = st.heads[t];
+    ranges[t] = head_ranges(H, st.split[t], k);
+    const HeadRange mine = ranges[t][static_cast<size_t>(l)];
+    const int64_t hl = mine.end - mine.begin;
+    seq[t].resize(static_cast<size_t>(b_loc * s_l * H * D));
+    for (int64_t b = 0; b < b_loc; ++b)
+      for (int64_t s = 0; s < s_l; ++s)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t e = 0; e < D; ++e) {
+            const int64_t row = sbhd ? s * b_loc + b : b * s_l + s;
+            seq[t][static_cast<size_t>((row * H + h) * D + e)] = value(seed, t, g, b, tok[l] + s, h, e);
+          }
+    head[t].assign(static_cast<size_t>(b_loc * tokens * hl * D), kPoisonValue);
+    back[t].assign(seq[t].size(), kPoisonValue);
+  }
+  std::vector<const void*> in(n);
+  std::vector<void*> out(n);
+  for (int32_t t = 0; t < n; ++t) {
+    in[t] = seq[t].empty() ? nullptr : seq[t].data();
+    out[t] = head[t].empty() ? nullptr : head[t].data();
+  }
+  basp_status_t rc = basp_scatter(plan, in.data(), out.data(), nullptr);
+  EXPECT(rc == BASP_SUCCESS, "step %d: basp_scatter: %s", step, basp_last_error());
+  int bad = 0;
+  for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
+    const HeadRange mine = ranges[t][static_cast<size_t>(l)];
+    const int64_t hl = mine.end - mine.begin;
+    for (int64_t b = 0; b < b_loc; ++b)
+      for (int64_t s = 0; s < tokens; ++s)
+        for (int64_t i = 0; i < hl; ++i)
+          for (int64_t e = 0; e < D; ++e) {
+            const int64_t row = sbhd ? s * b_loc + b : b * tokens + s;
+            const float got = head[t][static_cast<size_t>((row * hl + i) * D + e)];
+            if (got != value(seed, t, g, b, s, mine.begin + i, e) && bad++ < 3) {
+              EXPECT(false, "step %d: scatter tensor %d seq %lld token %lld head %lld: %g, expected %g", step, t,
+                     static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(mine.begin + i),
+                     got, value(seed, t, g, b, s, mine.begin + i, e));
+            }
+          }
+  }
+  // Gather the scatter's output back: each head comes back once per holder, summed.
+  for (int32_t t = 0; t < n; ++t) {
+    in[t] = head[t].empty() ? nullptr : head[t].data();
+    out[t] = back[t].empty() ? nullptr : back[t].data();
+  }
+  rc = basp_gather(plan, in.data(), out.data(), nullptr);
+  EXPECT(rc == BASP_SUCCESS, "step %d: basp_gather: %s", step, basp_last_error());
+  for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
+    const int64_t H = st.heads[t];
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t holders = 0;
+      for (const HeadRange& r : ranges[t]) holders += r.holds(h) ? 1 : 0;
+      for (int64_t b = 0; b < b_loc; ++b)
+        for (int64_t s = 0; s < s_l; ++s)
+          for (int64_t e = 0; e < D; ++e) {
+            const int64_t row = sbhd ? s * b_loc + b : b * s_l + s;
+            const float got = back[t][static_cast<size_t>((row * H + h) * D + e)];
+            const float want = static_cast<float>(holders) * value(seed, t, g, b, tok[l] + s, h, e);
+            if (got != want && bad++ < 6) {
+              EXPECT(false, "step %d: gather tensor %d token %lld head %lld (%lld holders): %g, expected %g", step, t,
+                     static_cast<long long>(tok[l] + s), static_cast<long long>(h), static_cast<long long>(holders),
+                     got, want);
+            }
+          }
+    }
+  }
+  basp_plan_destroy(plan);
+}
+
+bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
+
+basp_comm_t make_comm(int64_t timeout_ms) {
+  basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+  cfg.micro_batch = 0;  // batch plans only
+  cfg.batch_capacity = kCapacity;
+  cfg.timeout_ms = timeout_ms;
+  basp_comm_t comm = nullptr;
+  if (basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm) != BASP_SUCCESS) {
+    std::fprintf(stderr, "rank %d: comm: %s\n", g_rank, basp_last_error());
+    std::exit(1);
+  }
+  return comm;
+}
+
+// One group of the whole world; rank `odd` describes document 0 one token longer.
+void mismatch_case(basp_comm_t comm) {
+  if (g_size < 2) return;
+  std::vector<int32_t> sizes{g_size}, ranks(static_cast<size_t>(g_size)), docs{2};
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const int odd = g_size - 1;
+  std::vector<int64_t> lengths{static_cast<int64_t>(5 + (g_rank == odd ? 1 : 0)), 7};
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+  b.num_groups = 1;
+  b.num_docs = 2;
+  b.group_sizes = sizes.data();
+  b.ranks = ranks.data();
+  b.group_docs = docs.data();
+  b.lengths = lengths.data();
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_THD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.head_dim = 2;
+  d.num_tensors = 1;
+  d.num_heads[0] = g_size;
+  basp_plan_t plan = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &d, &b, &plan) == BASP_SUCCESS, "mismatch case: create: %s", basp_last_error());
+  const int64_t t_total = lengths[0] + lengths[1];
+  const std::vector<int64_t> tok = split_bounds(t_total, g_size);
+  std::vector<float> in(static_cast<size_t>((tok[g_rank + 1] - tok[g_rank]) * g_size * 2) + 1, 1.0f);
+  std::vector<float> out(static_cast<size_t>(t_total * 2) + 1, kPoisonValue);
+  const void* ins[1] = {in.data()};
+  void* outs[1] = {out.data()};
+  const basp_status_t rc = basp_scatter(plan, ins, outs, nullptr);
+  EXPECT(rc == BASP_ERROR_MISMATCH, "mismatch case: scatter returned %s, expected BASP_ERROR_MISMATCH (%s)",
+         basp_status_string(rc), basp_last_error());
+  EXPECT(rc != BASP_ERROR_MISMATCH || contains(basp_last_error(), "batch described as"),
+         "mismatch case: the message does not name the descriptions: %s", basp_last_error());
+  basp_plan_destroy(plan);
+}
+
+// Bad descriptions, each named; nothing is made and the rank's batch count does not move.
+void error_cases(basp_comm_t comm) {
+  std::vector<int32_t> sizes{g_size}, ranks(static_cast<size_t>(g_size)), docs{1};
+  std::iota(ranks.begin(), ranks.end(), 0);
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = 4;
+  d.head_dim = 2;
+  d.num_tensors = 1;
+  d.num_heads[0] = 4;
+  auto expect_error = [&](basp_batch_t b, basp_status_t status, const char* part, const char* what) {
+    basp_plan_t plan = reinterpret_cast<basp_plan_t>(&d);
+    const basp_status_t rc = basp_batch_plan_create(comm, &d, &b, &plan);
+    EXPECT(rc == status && plan == nullptr && contains(basp_last_error(), part),
+           "%s: got %s (%s), expected %s naming \"%s\"", what, basp_status_string(rc), basp_last_error(),
+           basp_status_string(status), part);
+  };
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+  b.num_groups = 1;
+  b.num_docs = 1;
+  b.group_sizes = sizes.data();
+  b.ranks = ranks.data();
+  b.group_docs = docs.data();
+  if (g_size >= 2) {
+    std::vector<int32_t> dup = ranks;
+    dup[1] = dup[0];
+    basp_batch_t x = b;
+    x.ranks = dup.data();
+    expect_error(x, BASP_ERROR_INVALID_ARGUMENT, "partition", "a rank listed twice");
+    std::vector<int32_t> short_sizes{g_size - 1};
+    x = b;
+    x.group_sizes = short_sizes.data();
+    expect_error(x, BASP_ERROR_INVALID_ARGUMENT, "sum to", "sizes that do not cover the world");
+  }
+  std::vector<int32_t> none{0};
+  basp_batch_t x = b;
+  x.group_docs = none.data();
+  x.num_docs = 0;
+  expect_error(x, BASP_ERROR_INVALID_ARGUMENT, "group_docs[0] (0)", "a BSHD group without sequences");
+  x = b;
+  x.ranks = nullptr;
+  expect_error(x, BASP_ERROR_NULL_POINTER, "batch->ranks", "NULL ranks");
+  // Over capacity: one rank alone with a document longer than the comm's batch_capacity.
+  std::vector<int32_t> ones(static_cast<size_t>(g_size), 1), one_doc(static_cast<size_t>(g_size), 0);
+  one_doc[0] = 1;
+  std::vector<int64_t> long_doc{kCapacity + 1};
+  basp_plan_desc_t thd = d;
+  thd.layout = BASP_LAYOUT_THD;
+  thd.seq_len = -1;
+  basp_batch_t over = BASP_BATCH_INITIALIZER;
+  over.num_groups = g_size;
+  over.num_docs = 1;
+  over.group_sizes = ones.data();
+  over.ranks = ranks.data();
+  over.group_docs = one_doc.data();
+  over.lengths = long_doc.data();
+  basp_plan_t plan = nullptr;
+  const basp_status_t rc = basp_batch_plan_create(comm, &thd, &over, &plan);
+  EXPECT(rc == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "batch_capacity"),
+         "a batch over capacity: got %s (%s)", basp_status_string(rc), basp_last_error());
+  // basp_plan_create on a comm of batch plans only.
+  basp_plan_t p = nullptr;
+  const basp_status_t pc = basp_plan_create(comm, &d, &p);
+  EXPECT(pc == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "batch plans only"),
+         "basp_plan_create on a batch-only comm: got %s (%s)", basp_status_string(pc), basp_last_error());
+}
+
+// The planner: the same answer on every rank, and its batch exchanged bit-exactly.
+void planner_case(basp_comm_t comm, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::lognormal_distribution<double> len(std::log(24.0), 1.0);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 3 * g_size; ++i) lengths.push_back(std::clamp<int64_t>(static_cast<int64_t>(len(rng)), 1, 400));
+  basp_batch_problem_t problem = BASP_BATCH_PROBLEM_INITIALIZER;
+  problem.num_docs = static_cast<int32_t>(lengths.size());
+  problem.lengths = lengths.data();
+  problem.dtype = BASP_DTYPE_FP32;
+  problem.query_heads = 8;
+  problem.kv_heads = 2;
+  problem.head_dim = 4;
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  problem.capacity = std::max<int64_t>(128, (3 * total / 2 + g_size - 1) / g_size);
+  // Attention costs something (the default model's coefficients are 0): the planner weighs it against exchange.
+  basp_cost_model_t model = BASP_COST_MODEL_INITIALIZER;
+  EXPECT(basp_comm_get_cost_model(comm, &model) == BASP_SUCCESS, "get_cost_model: %s", basp_last_error());
+  model.c2 = 1e-9;
+  model.c1 = 1e-7;
+  EXPECT(basp_comm_set_cost_model(comm, &model) == BASP_SUCCESS, "set_cost_model: %s", basp_last_error());
+  std::vector<int32_t> sizes(static_cast<size_t>(g_size)), ranks(static_cast<size_t>(g_size)),
+      group_docs(static_cast<size_t>(g_size)), docs(lengths.size());
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+  double predicted = -1;
+  const basp_status_t rc =
+      basp_comm_plan_batch(comm, &problem, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &b, &predicted);
+  EXPECT(rc == BASP_SUCCESS, "basp_comm_plan_batch: %s", basp_last_error());
+  if (rc != BASP_SUCCESS) return;
+  EXPECT(predicted > 0, "predicted seconds %g", predicted);
+  // Identical on every rank: compare with rank 0's.
+  std::vector<int32_t> mine;
+  mine.push_back(b.num_groups);
+  for (int32_t i = 0; i < b.num_groups; ++i) mine.push_back(sizes[static_cast<size_t>(i)]);
+  mine.insert(mine.end(), ranks.begin(), ranks.end());
+  mine.insert(mine.end(), group_docs.begin(), group_docs.begin() + b.num_groups);
+  mine.insert(mine.end(), docs.begin(), docs.end());
+  std::vector<int32_t> root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_INT32_T, 0, MPI_COMM_WORLD);
+  EXPECT(root == mine, "the planner's answer differs from rank 0's");
+  // Exchange it: the plan of a THD step whose documents are the planner's.
+  Step st;
+  st.layout = BASP_LAYOUT_THD;
+  st.head_dim = 4;
+  st.heads = {8, 2, 2};
+  st.split = {8, 8, 8};
+  st.m.sizes.assign(sizes.begin(), sizes.begin() + b.num_groups);
+  st.m.ranks = ranks;
+  st.group_docs.assign(group_docs.begin(), group_docs.begin() + b.num_groups);
+  for (int32_t doc : docs) st.lengths.push_back(lengths[static_cast<size_t>(doc)]);
+  run_step(comm, st, seed + 1, -1);
+}
+
+// A rank that made one batch plan more than the others: its next exchange is refused on its group.
+void skipped_plan_case(basp_comm_t comm) {
+  if (g_size < 2) return;
+  Step st;
+  st.m.sizes = {g_size};
+  st.m.ranks.resize(static_cast<size_t>(g_size));
+  std::iota(st.m.ranks.begin(), st.m.ranks.end(), 0);
+  st.layout = BASP_LAYOUT_BSHD;
+  st.seq_len = g_size;
+  st.head_dim = 1;
+  st.heads = {static_cast<int64_t>(g_size)};
+  st.split = st.heads;
+  st.group_docs = {1};
+  const basp_plan_desc_t d = desc_of(st);
+  BatchArrays a = batch_of(st);
+  basp_plan_t extra = nullptr;
+  if (g_rank == 0) basp_batch_plan_create(comm, &d, &a.b, &extra);
+  basp_plan_t plan = nullptr;
+  basp_batch_plan_create(comm, &d, &a.b, &plan);
+  std::vector<float> in(1, 1.0f), out(static_cast<size_t>(g_size), kPoisonValue);
+  const void* ins[1] = {in.data()};
+  void* outs[1] = {out.data()};
+  const basp_status_t rc = basp_scatter(plan, ins, outs, nullptr);
+  EXPECT(rc == BASP_ERROR_MISMATCH && contains(basp_last_error(), "batch plan #"),
+         "skipped plan: got %s (%s), expected BASP_ERROR_MISMATCH naming the batch plans", basp_status_string(rc),
+         basp_last_error());
+  basp_plan_destroy(plan);
+  basp_plan_destroy(extra);
+}
+
+// Rank 0 believes it is alone; the others put it in a group with rank 1: rank 1's exchange times out naming rank 0.
+void timeout_case() {
+  basp_comm_t comm = make_comm(1500);
+  std::vector<int32_t> sizes, ranks(static_cast<size_t>(g_size)), docs;
+  std::iota(ranks.begin(), ranks.end(), 0);
+  if (g_rank == 0) {
+    sizes = {1, g_size - 1};
+  } else {
+    sizes = {2};
+    if (g_size > 2) sizes.push_back(g_size - 2);
+  }
+  docs.assign(sizes.size(), 1);
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+  b.num_groups = static_cast<int32_t>(sizes.size());
+  b.num_docs = b.num_groups;
+  b.group_sizes = sizes.data();
+  b.ranks = ranks.data();
+  b.group_docs = docs.data();
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = 2;
+  d.head_dim = 1;
+  d.num_tensors = 1;
+  d.num_heads[0] = 2;
+  basp_plan_t plan = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &d, &b, &plan) == BASP_SUCCESS, "timeout case: create: %s", basp_last_error());
+  std::vector<float> in(4, 1.0f), out(4, kPoisonValue);
+  const void* ins[1] = {in.data()};
+  void* outs[1] = {out.data()};
+  const basp_status_t rc = basp_scatter(plan, ins, outs, nullptr);
+  if (g_rank == 1) {
+    EXPECT(rc == BASP_ERROR_TIMEOUT && contains(basp_last_error(), "0"),
+           "timeout case: rank 1 got %s (%s), expected BASP_ERROR_TIMEOUT naming rank 0", basp_status_string(rc),
+           basp_last_error());
+    if (rc == BASP_ERROR_TIMEOUT) std::printf("rank 1: %s\n", basp_last_error());
+  } else if (g_rank == 0) {
+    EXPECT(rc == BASP_SUCCESS, "timeout case: rank 0 (alone) got %s", basp_status_string(rc));
+  }
+  basp_plan_destroy(plan);
+  basp_comm_destroy(comm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 40;
+  uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261202;
+  const bool timeout_only = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
+  if (timeout_only) {
+    if (g_size >= 2) timeout_case();
+  } else {
+    if (g_rank == 0) std::printf("test_batch: %d ranks, %d steps, seed %llu\n", g_size, steps,
+                                 static_cast<unsigned long long>(seed));
+    basp_comm_t comm = make_comm(60000);
+    std::mt19937_64 rng(seed);
+    // Every group size 1..N-1 appears: {k, N-k} for each k, then the named mixes, then random partitions.
+    std::vector<std::vector<int32_t>> fixed;
+    for (int32_t k = 1; k < g_size; ++k) fixed.push_back({k, g_size - k});
+    if (g_size == 8) fixed.push_back({1, 2, 5});
+    fixed.push_back({g_size});
+    int step = 0;
+    for (const auto& sizes : fixed) run_step(comm, draw(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
+    for (int i = 0; i < steps; ++i, ++step) run_step(comm, draw(rng, {}), seed + static_cast<uint64_t>(step), step);
+    mismatch_case(comm);
+    run_step(comm, draw(rng, {}), seed + 999, 999);  // the comm works after the mismatch
+    error_cases(comm);
+    planner_case(comm, seed);
+    skipped_plan_case(comm);
+    basp_comm_destroy(comm);
+  }
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) std::printf("test_batch: %s (%d failures)\n", total == 0 ? "passed" : "FAILED", total);
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
