@@ -54,7 +54,7 @@ function(basp_add_fuzz_tests)
     BUILD_ALWAYS ON
     USES_TERMINAL_BUILD ON)
 
-  set(targets fuzz_topo_import fuzz_perf_args)
+  set(targets fuzz_topo_import fuzz_perf_args fuzz_cost_model)
   if(BASP_HAVE_MPI)
     list(APPEND targets fuzz_capi_structs)
   endif()

@@ -26,6 +26,7 @@ case "$name" in
     ;;
   fuzz_perf_args) flags+=(-max_len=512) ;;
   fuzz_capi_structs) flags+=(-max_len=256) ;;
+  fuzz_cost_model) flags+=(-dict="$src/cost_model.dict" -max_len=4096) ;;
 esac
 [ -d "$src/seeds/$name" ] && seeds+=("$src/seeds/$name")
 
