@@ -8,10 +8,12 @@
 // named, the planner's answer identical on every rank and exchanged bit-exactly, and last a rank that skipped a
 // batch plan (MISMATCH naming the plan numbers).
 //
-// usage: test_batch [steps] [seed] [timeout]   ("timeout": only the case of a rank that believes it is alone)
+// usage: test_batch [steps] [seed] [timeout|calibrate]   (only the case of a rank that believes it is alone, or only
+// basp_comm_calibrate with the export and import of its model)
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -512,6 +514,65 @@ void timeout_case() {
   basp_comm_destroy(comm);
 }
 
+// basp_comm_calibrate on the live comm: a calibrated model, identical on every rank, whose text export imports back
+// to the same model, and a malformed text refused naming the line.
+void calibrate_case() {
+  basp_comm_t comm = make_comm(60000);
+  basp_cost_model_t before = BASP_COST_MODEL_INITIALIZER;
+  basp_comm_get_cost_model(comm, &before);
+  EXPECT(before.calibrated == 0, "a new comm's model says calibrated");
+  const basp_status_t rc = basp_comm_calibrate(comm, 1 << 18, 3);
+  if (g_size < 2) {
+    EXPECT(rc == BASP_ERROR_UNSUPPORTED, "calibrate on one rank: %s", basp_status_string(rc));
+    basp_comm_destroy(comm);
+    return;
+  }
+  EXPECT(rc == BASP_SUCCESS, "basp_comm_calibrate: %s", basp_last_error());
+  basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
+  basp_comm_get_cost_model(comm, &m);
+  EXPECT(m.calibrated == 1, "the model is not marked calibrated");
+  const double coefficients[] = {m.a0, m.a1, m.beta_node, m.beta_network};
+  for (double c : coefficients) EXPECT(std::isfinite(c) && c >= 0, "a fitted coefficient is %g", c);
+  EXPECT(m.beta_node > 0 && m.beta_node < 1e-6, "beta_node %g s/byte is not a plausible host-memory figure",
+         m.beta_node);
+  // Identical on every rank (the fit runs on gathered timings).
+  double mine[4] = {m.a0, m.a1, m.beta_node, m.beta_network};
+  double root[4];
+  std::memcpy(root, mine, sizeof mine);
+  MPI_Bcast(root, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  EXPECT(std::memcmp(root, mine, sizeof mine) == 0, "the calibrated model differs from rank 0's");
+  if (g_rank == 0) {
+    std::printf("calibrated: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B (%.2f GB/s), beta_network %.3g s/B\n", m.a0,
+                m.a1, m.beta_node, 1e-9 / m.beta_node, m.beta_network);
+  }
+  // Export, import into a fresh comm, same fields.
+  size_t needed = 0;
+  EXPECT(basp_comm_export_cost_model(comm, nullptr, 0, &needed) == BASP_SUCCESS && needed > 20, "export size: %s",
+         basp_last_error());
+  std::vector<char> text(needed);
+  EXPECT(basp_comm_export_cost_model(comm, text.data(), text.size() - 1, nullptr) == BASP_ERROR_INVALID_ARGUMENT,
+         "an export into a buffer one byte short was accepted");
+  EXPECT(basp_comm_export_cost_model(comm, text.data(), text.size(), nullptr) == BASP_SUCCESS, "export: %s",
+         basp_last_error());
+  basp_comm_t other = make_comm(60000);
+  EXPECT(basp_comm_import_cost_model(other, text.data()) == BASP_SUCCESS, "import: %s", basp_last_error());
+  basp_cost_model_t back = BASP_COST_MODEL_INITIALIZER;
+  basp_comm_get_cost_model(other, &back);
+  EXPECT(back.a0 == m.a0 && back.a1 == m.a1 && back.beta_node == m.beta_node && back.beta_network == m.beta_network &&
+             back.calibrated == 1,
+         "the imported model differs from the exported one");
+  std::string bad(text.data());
+  bad.replace(bad.find("a1 "), 3, "a1 x");
+  const basp_status_t ib = basp_comm_import_cost_model(other, bad.c_str());
+  EXPECT(ib == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "line"),
+         "a malformed model: got %s (%s), expected INVALID_ARGUMENT naming the line", basp_status_string(ib),
+         basp_last_error());
+  basp_comm_get_cost_model(other, &back);
+  EXPECT(back.a1 == m.a1, "a refused import changed the model");
+  basp_comm_destroy(other);
+  basp_comm_destroy(comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -521,8 +582,11 @@ int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 40;
   uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261202;
   const bool timeout_only = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
+  const bool calibrate_only = argc > 3 && std::strcmp(argv[3], "calibrate") == 0;
   if (timeout_only) {
     if (g_size >= 2) timeout_case();
+  } else if (calibrate_only) {
+    calibrate_case();
   } else {
     if (g_rank == 0) std::printf("test_batch: %d ranks, %d steps, seed %llu\n", g_size, steps,
                                  static_cast<unsigned long long>(seed));
