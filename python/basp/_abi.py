@@ -25,6 +25,12 @@ OOB_MAGIC = 0x424F4F54  # "BOOT"
 OOB_VERSION = 1
 OOB_SUCCESS = 0  # BASP_OOB_SUCCESS: what a basp_oob_t callback returns when done
 OOB_IN_PROGRESS = 1  # BASP_OOB_IN_PROGRESS: allgather_test only, not complete yet
+BATCH_MAGIC = 0x42424154  # "BBAT"
+BATCH_VERSION = 1
+BATCH_PROBLEM_MAGIC = 0x42505242  # "BPRB"
+BATCH_PROBLEM_VERSION = 1
+COST_MODEL_MAGIC = 0x42434D44  # "BCMD"
+COST_MODEL_VERSION = 1
 
 
 class Status(enum.IntEnum):
@@ -151,11 +157,13 @@ class CommConfig(_Versioned):
         ("placement", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
         ("timeout_ms", ctypes.c_int64),
+        # Appended in 0.5 (the 0.4 layout ends here, at 48 bytes): > 0, the comm also serves batch plans.
+        ("batch_capacity", ctypes.c_int64),
     ]
     _magic = COMM_CONFIG_MAGIC
     _version = COMM_CONFIG_VERSION
     _defaults = {"micro_batch": -1, "num_groups": -1, "backend": Backend.MPI, "placement": Placement.DEFAULT,
-                 "reserved0": 0, "timeout_ms": -1}
+                 "reserved0": 0, "timeout_ms": -1, "batch_capacity": 0}
 
 
 class RankInfoStruct(_Versioned):
@@ -272,6 +280,63 @@ class OobStruct(_Versioned):
     _defaults = {"rank": -1, "num_ranks": 0}
 
 
+class BatchStruct(_Versioned):
+    """basp_batch_v1: a membership of one micro-batch (groups of any size) for basp_batch_plan_create. The arrays
+    are the caller's (basp.Batch keeps them alive while the struct is in use)."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("num_groups", ctypes.c_int32),
+        ("num_docs", ctypes.c_int32),
+        ("group_sizes", ctypes.POINTER(ctypes.c_int32)),
+        ("ranks", ctypes.POINTER(ctypes.c_int32)),
+        ("group_docs", ctypes.POINTER(ctypes.c_int32)),
+        ("docs", ctypes.POINTER(ctypes.c_int32)),
+        ("lengths", ctypes.POINTER(ctypes.c_int64)),
+    ]
+    _magic = BATCH_MAGIC
+    _version = BATCH_VERSION
+
+
+class BatchProblemStruct(_Versioned):
+    """basp_batch_problem_v1: what basp_comm_plan_batch plans."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("num_docs", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("lengths", ctypes.POINTER(ctypes.c_int64)),
+        ("query_heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("capacity", ctypes.c_int64),
+    ]
+    _magic = BATCH_PROBLEM_MAGIC
+    _version = BATCH_PROBLEM_VERSION
+    _defaults = {"dtype": DTYPE_UNSET}
+
+
+class CostModelStruct(_Versioned):
+    """basp_cost_model_v1: the comm's exchange and attention cost model (basp.CostModel is its Python face)."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint32),
+        ("version", ctypes.c_uint32),
+        ("a0", ctypes.c_double),
+        ("a1", ctypes.c_double),
+        ("beta_node", ctypes.c_double),
+        ("beta_network", ctypes.c_double),
+        ("c2", ctypes.c_double),
+        ("c1", ctypes.c_double),
+        ("calibrated", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+    ]
+    _magic = COST_MODEL_MAGIC
+    _version = COST_MODEL_VERSION
+
+
 # Functions of 0.3 (a libbasp without them raises BASP_ERROR_UNSUPPORTED when a call needs them), as
 # name -> (restype, argtypes); basp._library declares them when the library has them. test_abi.py compares each with
 # the header's prototype (abi_layout.c checks that the spelling it prints is the function's type).
@@ -290,6 +355,26 @@ FUNCTION_PROTOTYPES = {
     "basp_get_features": (ctypes.c_int, [ctypes.POINTER(ctypes.c_uint)]),
     # basp_status_t basp_get_nccl_library(int* version, char* path, size_t path_capacity)
     "basp_get_nccl_library": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t]),
+    # 0.5, batch plans: basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc,
+    #                                                        const basp_batch_t* batch, basp_plan_t* plan)
+    "basp_batch_plan_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanDesc), ctypes.POINTER(BatchStruct),
+                                              _c_void_pp]),
+    # basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
+    #     int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out, double* predicted_seconds)
+    "basp_comm_plan_batch": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BatchProblemStruct),
+                                            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                                            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                                            ctypes.POINTER(BatchStruct), ctypes.POINTER(ctypes.c_double)]),
+    # basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model), and set (const ...*)
+    "basp_comm_get_cost_model": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(CostModelStruct)]),
+    "basp_comm_set_cost_model": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(CostModelStruct)]),
+    # basp_status_t basp_comm_calibrate(basp_comm_t comm, int64_t max_bytes, int32_t repeats)
+    "basp_comm_calibrate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32]),
+    # basp_status_t basp_comm_export_cost_model(basp_comm_t comm, char* text, size_t capacity, size_t* needed)
+    "basp_comm_export_cost_model": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                   ctypes.POINTER(ctypes.c_size_t)]),
+    # basp_status_t basp_comm_import_cost_model(basp_comm_t comm, const char* text)
+    "basp_comm_import_cost_model": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
 }
 
 # basp_get_features bits (BASP_FEATURE_*), by the names basp.features() reports.
@@ -303,6 +388,9 @@ STRUCTS = {
     "basp_plan_desc_v1": PlanDesc,
     "basp_plan_info_v1": PlanInfoStruct,
     "basp_oob_v1": OobStruct,
+    "basp_batch_v1": BatchStruct,
+    "basp_batch_problem_v1": BatchProblemStruct,
+    "basp_cost_model_v1": CostModelStruct,
 }
 
 

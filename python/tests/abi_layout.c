@@ -58,7 +58,8 @@ int main(void) {
   FIELD(basp_comm_config_v1, backend, ",");
   FIELD(basp_comm_config_v1, placement, ",");
   FIELD(basp_comm_config_v1, reserved0, ",");
-  FIELD(basp_comm_config_v1, timeout_ms, "");
+  FIELD(basp_comm_config_v1, timeout_ms, ",");
+  FIELD(basp_comm_config_v1, batch_capacity, "");
   STRUCT_END();
 
   STRUCT_BEGIN(basp_rank_info_v1, BASP_RANK_INFO_INITIALIZER, 0);
@@ -137,6 +138,47 @@ int main(void) {
   FIELD(basp_oob_v1, allgather_test, ",");
   FIELD(basp_oob_v1, allgather_free, "");
   STRUCT_END();
+
+  /* Batch plans (0.5): the membership, the planner's problem and the cost model. */
+  STRUCT_BEGIN(basp_batch_v1, BASP_BATCH_INITIALIZER, 0);
+  FIELD(basp_batch_v1, size, ",");
+  FIELD(basp_batch_v1, magic, ",");
+  FIELD(basp_batch_v1, version, ",");
+  FIELD(basp_batch_v1, num_groups, ",");
+  FIELD(basp_batch_v1, num_docs, ",");
+  FIELD(basp_batch_v1, group_sizes, ",");
+  FIELD(basp_batch_v1, ranks, ",");
+  FIELD(basp_batch_v1, group_docs, ",");
+  FIELD(basp_batch_v1, docs, ",");
+  FIELD(basp_batch_v1, lengths, "");
+  STRUCT_END();
+
+  STRUCT_BEGIN(basp_batch_problem_v1, BASP_BATCH_PROBLEM_INITIALIZER, 0);
+  FIELD(basp_batch_problem_v1, size, ",");
+  FIELD(basp_batch_problem_v1, magic, ",");
+  FIELD(basp_batch_problem_v1, version, ",");
+  FIELD(basp_batch_problem_v1, num_docs, ",");
+  FIELD(basp_batch_problem_v1, dtype, ",");
+  FIELD(basp_batch_problem_v1, lengths, ",");
+  FIELD(basp_batch_problem_v1, query_heads, ",");
+  FIELD(basp_batch_problem_v1, kv_heads, ",");
+  FIELD(basp_batch_problem_v1, head_dim, ",");
+  FIELD(basp_batch_problem_v1, capacity, "");
+  STRUCT_END();
+
+  STRUCT_BEGIN(basp_cost_model_v1, BASP_COST_MODEL_INITIALIZER, 0);
+  FIELD(basp_cost_model_v1, size, ",");
+  FIELD(basp_cost_model_v1, magic, ",");
+  FIELD(basp_cost_model_v1, version, ",");
+  FIELD(basp_cost_model_v1, a0, ",");
+  FIELD(basp_cost_model_v1, a1, ",");
+  FIELD(basp_cost_model_v1, beta_node, ",");
+  FIELD(basp_cost_model_v1, beta_network, ",");
+  FIELD(basp_cost_model_v1, c2, ",");
+  FIELD(basp_cost_model_v1, c1, ",");
+  FIELD(basp_cost_model_v1, calibrated, ",");
+  FIELD(basp_cost_model_v1, reserved0, "");
+  STRUCT_END();
   printf("\n},\n");
 
   printf("\"prototypes\": {\n");
@@ -145,14 +187,24 @@ int main(void) {
   PROTOTYPE(basp_oob_v1, allgather_free, int, (void*, void*), "");
   printf("},\n");
 
-  /* The functions of 0.3 and 0.4 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
+  /* The functions of 0.3, 0.4 and 0.5 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
   printf("\"functions\": {\n");
   FUNCTION(basp_split, basp_status_t, (int64_t, int32_t, int32_t, int64_t*, int64_t*), ",");
   FUNCTION(basp_scatter_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
   FUNCTION(basp_gather_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
   FUNCTION(basp_plan_set_documents, basp_status_t, (basp_plan_t, const int64_t*, int32_t), ",");
   FUNCTION(basp_get_features, basp_status_t, (unsigned*), ",");
-  FUNCTION(basp_get_nccl_library, basp_status_t, (int*, char*, size_t), "");
+  FUNCTION(basp_get_nccl_library, basp_status_t, (int*, char*, size_t), ",");
+  FUNCTION(basp_batch_plan_create, basp_status_t,
+           (basp_comm_t, const basp_plan_desc_t*, const basp_batch_t*, basp_plan_t*), ",");
+  FUNCTION(basp_comm_plan_batch, basp_status_t,
+           (basp_comm_t, const basp_batch_problem_t*, int32_t*, int32_t*, int32_t*, int32_t*, basp_batch_t*, double*),
+           ",");
+  FUNCTION(basp_comm_get_cost_model, basp_status_t, (basp_comm_t, basp_cost_model_t*), ",");
+  FUNCTION(basp_comm_set_cost_model, basp_status_t, (basp_comm_t, const basp_cost_model_t*), ",");
+  FUNCTION(basp_comm_calibrate, basp_status_t, (basp_comm_t, int64_t, int32_t), ",");
+  FUNCTION(basp_comm_export_cost_model, basp_status_t, (basp_comm_t, char*, size_t, size_t*), ",");
+  FUNCTION(basp_comm_import_cost_model, basp_status_t, (basp_comm_t, const char*), "");
   printf("},\n");
 
   printf("\"constants\": {\n");
@@ -177,6 +229,12 @@ int main(void) {
   CONST(BASP_OOB_VERSION, ",");
   CONST(BASP_OOB_SUCCESS, ",");
   CONST(BASP_OOB_IN_PROGRESS, ",");
+  CONST(BASP_BATCH_MAGIC, ",");
+  CONST(BASP_BATCH_VERSION, ",");
+  CONST(BASP_BATCH_PROBLEM_MAGIC, ",");
+  CONST(BASP_BATCH_PROBLEM_VERSION, ",");
+  CONST(BASP_COST_MODEL_MAGIC, ",");
+  CONST(BASP_COST_MODEL_VERSION, ",");
   CONST(sizeof(basp_mpi_fint_t), ",");
   CONST(sizeof(basp_status_t), ",");
   CONST(BASP_SUCCESS, ",");

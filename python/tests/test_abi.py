@@ -73,7 +73,16 @@ def test_callback_prototypes():
 C_CANONICAL = {"int": "int32", "int32_t": "int32", "int64_t": "int64", "basp_status_t": "int32", "void*": "void*",
                "basp_plan_t": "void*", "int64_t*": "ptr(int64)", "const int64_t*": "ptr(int64)",
                "const void* const*": "ptr(void*)", "void* const*": "ptr(void*)", "unsigned*": "ptr(int32)",
-               "int*": "ptr(int32)", "char*": "char*", "size_t": "int64"}
+               "int*": "ptr(int32)", "char*": "char*", "const char*": "char*", "size_t": "int64",
+               # 0.5: the batch plans' functions
+               "basp_comm_t": "void*", "basp_plan_t*": "ptr(void*)", "int32_t*": "ptr(int32)",
+               "double*": "ptr(double)", "size_t*": "ptr(int64)",
+               "const basp_plan_desc_t*": "ptr(basp_plan_desc_v1)", "const basp_batch_t*": "ptr(basp_batch_v1)",
+               "basp_batch_t*": "ptr(basp_batch_v1)", "const basp_batch_problem_t*": "ptr(basp_batch_problem_v1)",
+               "basp_cost_model_t*": "ptr(basp_cost_model_v1)",
+               "const basp_cost_model_t*": "ptr(basp_cost_model_v1)"}
+
+STRUCT_NAMES = {mirror: cname for cname, mirror in _abi.STRUCTS.items()}
 
 
 def canonical(ctype):
@@ -82,6 +91,10 @@ def canonical(ctype):
         return "void*"
     if ctype is ctypes.c_char_p:
         return "char*"
+    if ctype in STRUCT_NAMES:  # a mirrored struct, by its name in basp.h (its layout: test_struct_layout)
+        return STRUCT_NAMES[ctype]
+    if ctype in (ctypes.c_double, ctypes.c_float):
+        return "double" if ctype is ctypes.c_double else "float"
     if hasattr(ctype, "contents"):  # a POINTER(...) type
         return "ptr(%s)" % canonical(ctype._type_)
     return "int%d" % (8 * ctypes.sizeof(ctype))
@@ -130,7 +143,7 @@ def test_callbacks_default_null_and_can_be_called():
 def test_constants():
     check.equal(_abi.MAX_TENSORS, K["BASP_MAX_TENSORS"], "BASP_MAX_TENSORS")
     check.equal(_abi.MAX_DIMS, K["BASP_MAX_DIMS"], "BASP_MAX_DIMS")
-    for name in ("COMM_CONFIG", "RANK_INFO", "PLAN_DESC", "PLAN_INFO", "OOB"):
+    for name in ("COMM_CONFIG", "RANK_INFO", "PLAN_DESC", "PLAN_INFO", "OOB", "BATCH", "BATCH_PROBLEM", "COST_MODEL"):
         for what in ("MAGIC", "VERSION"):
             check.equal(getattr(_abi, "%s_%s" % (name, what)), K["BASP_%s_%s" % (name, what)], name + what)
     check.equal(_abi.OOB_SUCCESS, K["BASP_OOB_SUCCESS"], "BASP_OOB_SUCCESS")
