@@ -125,6 +125,53 @@ basp_oob_t make_oob(Impl& impl, int32_t rank, int32_t num_ranks) {
   return oob;
 }
 
+// One micro-batch's membership for batch plans (basp_batch_t), owning its arrays: groups of any size, each with
+// its documents (THD: indices into `lengths`, in stream order) or its sequence count (BSHD/SBHD: group_docs only).
+struct Batch {
+  std::vector<int32_t> group_sizes;
+  std::vector<int32_t> ranks;       // group by group, by position
+  std::vector<int32_t> group_docs;  // per group: documents (THD) or sequences
+  std::vector<int32_t> docs;        // THD: document indices, group by group
+  std::vector<int64_t> lengths;     // THD: tokens of each document, by index
+  double predicted_seconds = 0;     // the planner's step time (basp_comm_plan_batch)
+
+  // From explicit groups: members[g] by position; THD: docs[g] the documents of group g and `lengths` all of
+  // them; BSHD/SBHD: sequences[g] (pass docs empty).
+  static Batch of(const std::vector<std::vector<int32_t>>& members, const std::vector<std::vector<int32_t>>& docs,
+                  std::vector<int64_t> lengths, const std::vector<int32_t>& sequences = {}) {
+    Batch b;
+    for (size_t g = 0; g < members.size(); ++g) {
+      b.group_sizes.push_back(static_cast<int32_t>(members[g].size()));
+      b.ranks.insert(b.ranks.end(), members[g].begin(), members[g].end());
+      if (!sequences.empty()) {
+        b.group_docs.push_back(sequences[g]);
+      } else {
+        b.group_docs.push_back(static_cast<int32_t>(docs[g].size()));
+        b.docs.insert(b.docs.end(), docs[g].begin(), docs[g].end());
+      }
+    }
+    b.lengths = std::move(lengths);
+    return b;
+  }
+  int32_t num_groups() const { return static_cast<int32_t>(group_sizes.size()); }
+  // The C view; valid while this Batch lives unchanged.
+  basp_batch_t view() const {
+    basp_batch_t b = BASP_BATCH_INITIALIZER;
+    b.num_groups = num_groups();
+    int32_t total = 0;
+    for (int32_t n : group_docs) total += n;
+    b.num_docs = total;
+    b.group_sizes = group_sizes.data();
+    b.ranks = ranks.data();
+    b.group_docs = group_docs.data();
+    b.docs = docs.empty() ? nullptr : docs.data();
+    b.lengths = lengths.empty() ? nullptr : lengths.data();
+    return b;
+  }
+};
+
+using CostModel = basp_cost_model_t;
+
 class Comm {
  public:
   Comm() = default;
@@ -216,6 +263,53 @@ class Comm {
   // Aborts the comm's NCCL operations (NCCL backend); the comm is broken afterwards.
   void abort() const { check(basp_comm_abort(handle_)); }
 
+  // Batch plans (a comm made with batch_capacity > 0): the planner's groups for one packed micro-batch
+  // (basp_comm_plan_batch; capacity 0: the comm's), identical on every rank for the same arguments.
+  Batch plan_batch(const std::vector<int64_t>& lengths, int64_t query_heads, int64_t kv_heads, int64_t head_dim,
+                   basp_dtype_t dtype, int64_t capacity = 0) const {
+    basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
+    p.num_docs = static_cast<int32_t>(lengths.size());
+    p.lengths = lengths.data();
+    p.query_heads = query_heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.dtype = dtype;
+    p.capacity = capacity;
+    const RankInfo self = query(0);
+    const auto n = static_cast<size_t>(self.world_size);
+    Batch b;
+    b.group_sizes.resize(n);
+    b.ranks.resize(n);
+    b.group_docs.resize(n);
+    b.docs.resize(lengths.size());
+    b.lengths = lengths;
+    basp_batch_t out = BASP_BATCH_INITIALIZER;
+    check(basp_comm_plan_batch(handle_, &p, b.group_sizes.data(), b.ranks.data(), b.group_docs.data(), b.docs.data(),
+                               &out, &b.predicted_seconds));
+    b.group_sizes.resize(static_cast<size_t>(out.num_groups));
+    b.group_docs.resize(static_cast<size_t>(out.num_groups));
+    return b;
+  }
+  CostModel cost_model() const {
+    CostModel m = BASP_COST_MODEL_INITIALIZER;
+    check(basp_comm_get_cost_model(handle_, &m));
+    return m;
+  }
+  void set_cost_model(const CostModel& model) const { check(basp_comm_set_cost_model(handle_, &model)); }
+  // Collective over the world: measures and stores the exchange coefficients (0: defaults).
+  void calibrate(int64_t max_bytes = 0, int32_t repeats = 0) const {
+    check(basp_comm_calibrate(handle_, max_bytes, repeats));
+  }
+  std::string export_cost_model() const {
+    size_t needed = 0;
+    check(basp_comm_export_cost_model(handle_, nullptr, 0, &needed));
+    std::string text(needed, '\0');
+    check(basp_comm_export_cost_model(handle_, text.data(), text.size(), nullptr));
+    text.resize(needed - 1);
+    return text;
+  }
+  void import_cost_model(const std::string& text) const { check(basp_comm_import_cost_model(handle_, text.c_str())); }
+
   basp_comm_t get() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
   void reset() noexcept {
@@ -233,6 +327,12 @@ class Plan {
   // Collective over the calling rank's group.
   Plan(const Comm& comm, const PlanDesc& desc) : num_tensors_(static_cast<size_t>(desc.num_tensors)) {
     check(basp_plan_create(comm.get(), &desc, &handle_));
+  }
+  // Not collective: this rank's batch plan (basp_batch_plan_create).
+  Plan(const Comm& comm, const PlanDesc& desc, const Batch& batch)
+      : num_tensors_(static_cast<size_t>(desc.num_tensors)) {
+    const basp_batch_t b = batch.view();
+    check(basp_batch_plan_create(comm.get(), &desc, &b, &handle_));
   }
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;

@@ -4,6 +4,7 @@
 // a C++ exception into BASP_ERROR_OOB instead of letting it cross the C ABI).
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
+#include <algorithm>
 
 #include <basp/basp.hpp>
 #include <catch2/catch.hpp>
@@ -181,4 +182,68 @@ TEST_CASE("C++: split, THD with per-call token counts, document assignment", "[c
   plan.gather(T, hp, bp);
   CHECK(back == in);
   CHECK(status_of([&] { plan.scatter(ip, op); }) == BASP_ERROR_INVALID_ARGUMENT);  // THD needs its T
+}
+
+TEST_CASE("C++: batch plans, the planner and the cost model", "[cpp]") {
+  int rank = 0;
+  int n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  basp::CommConfig config;
+  config.micro_batch = 0;  // batch plans only
+  config.batch_capacity = 64;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), config);
+  basp::CostModel model = comm.cost_model();
+  model.c2 = 1e-9;
+  model.c1 = 1e-8;
+  comm.set_cost_model(model);
+  CHECK(comm.cost_model().c2 == 1e-9);
+  // The model's text goes back in unchanged.
+  const std::string text = comm.export_cost_model();
+  CHECK(text.rfind("basp-cost-model 1", 0) == 0);
+  comm.import_cost_model(text);
+  CHECK(comm.cost_model().c1 == 1e-8);
+  CHECK(status_of([&] { comm.import_cost_model("basp-cost-model 1\na0 oops\n"); }) == BASP_ERROR_INVALID_ARGUMENT);
+  // A planned batch of documents, exchanged: one head per rank, byte elements, value = stream token.
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(3 + (i * 7) % 11);
+  const basp::Batch batch = comm.plan_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
+  CHECK(batch.num_groups() >= 1);
+  basp::PlanDesc desc;
+  desc.layout = BASP_LAYOUT_THD;
+  desc.dtype = BASP_DTYPE_BYTE;
+  desc.head_dim = 2;
+  desc.num_tensors = 1;
+  desc.num_heads[0] = n;
+  basp::Plan plan(comm, desc, batch);
+  const basp::PlanInfo info = plan.info();
+  // This rank's group and stream from the batch itself.
+  int64_t tokens = 0;
+  size_t at = 0, doc_at = 0;
+  int32_t k = 0;
+  for (int32_t g = 0; g < batch.num_groups(); ++g) {
+    const auto begin = batch.ranks.begin() + static_cast<long>(at);
+    const bool mine = std::find(begin, begin + batch.group_sizes[g], rank) != begin + batch.group_sizes[g];
+    int64_t t = 0;
+    for (int32_t i = 0; i < batch.group_docs[g]; ++i) t += lengths[static_cast<size_t>(batch.docs[doc_at + i])];
+    if (mine) tokens = t, k = batch.group_sizes[g];
+    at += static_cast<size_t>(batch.group_sizes[g]);
+    doc_at += static_cast<size_t>(batch.group_docs[g]);
+  }
+  CHECK(info.group_size == k);
+  const int64_t s_l = info.token_end - info.token_begin;
+  const int64_t heads = info.head_end[0] - info.head_begin[0];
+  std::vector<uint8_t> in(static_cast<size_t>(s_l * n * 2) + 1), out(static_cast<size_t>(tokens * heads * 2) + 1, 0xA5);
+  for (int64_t s = 0; s < s_l; ++s)
+    for (int64_t h = 0; h < n; ++h)
+      for (int64_t d = 0; d < 2; ++d)
+        in[static_cast<size_t>((s * n + h) * 2 + d)] = static_cast<uint8_t>((info.token_begin + s) * 8 + h * 2 + d);
+  const void* ip[1] = {in.data()};
+  void* op[1] = {out.data()};
+  plan.scatter(ip, op);
+  for (int64_t s = 0; s < tokens; ++s)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t d = 0; d < 2; ++d)
+        CHECK(out[static_cast<size_t>((s * heads + h) * 2 + d)] ==
+              static_cast<uint8_t>(s * 8 + (info.head_begin[0] + h) * 2 + d));
 }
