@@ -37,8 +37,8 @@ basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* d
     const auto c = basp::capi::comm_ref(comm, "comm");
     const basp_plan_desc_v1 d = basp::capi::read_struct(desc, kPlanDefaults, BASP_PLAN_DESC_MAGIC,
                                                         BASP_PLAN_DESC_VERSION, "desc", sizeof(basp_plan_desc_v1));
-    const basp_batch_v1 b =
-        basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION, "batch", sizeof(basp_batch_v1));
+    const basp_batch_v1 b = basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION,
+                                                    "batch", sizeof(basp_batch_v1));
     BASP_CHECK(plan != nullptr, BASP_ERROR_NULL_POINTER, "plan (the output handle) is NULL");
     auto handle = std::make_unique<basp_plan>();
     handle->impl = basp::runtime::make_batch_plan(c, d, b);
@@ -52,9 +52,9 @@ basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t*
                                    double* predicted_seconds) {
   return guarded(__func__, [&] {
     const auto c = basp::capi::comm_ref(comm, "comm");
-    const basp_batch_problem_v1 p = basp::capi::read_struct(problem, kProblemDefaults, BASP_BATCH_PROBLEM_MAGIC,
-                                                            BASP_BATCH_PROBLEM_VERSION, "problem",
-                                                            sizeof(basp_batch_problem_v1));
+    const basp_batch_problem_v1 p =
+        basp::capi::read_struct(problem, kProblemDefaults, BASP_BATCH_PROBLEM_MAGIC, BASP_BATCH_PROBLEM_VERSION,
+                                "problem", sizeof(basp_batch_problem_v1));
     BASP_CHECK(group_sizes != nullptr, BASP_ERROR_NULL_POINTER, "group_sizes is NULL");
     BASP_CHECK(ranks != nullptr, BASP_ERROR_NULL_POINTER, "ranks is NULL");
     BASP_CHECK(group_docs != nullptr, BASP_ERROR_NULL_POINTER, "group_docs is NULL");

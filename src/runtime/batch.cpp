@@ -100,8 +100,9 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
       out.counts.push_back(n);
       out.doc_lengths.emplace_back();
       BASP_CHECK_ARG(capacity <= 0 || n * tokens_per_rank(spec.seq_len, k) <= capacity, "batch: group ", g, " (", k,
-                     " ranks, ", n, " sequences of ", spec.seq_len, " tokens) puts ", n * tokens_per_rank(spec.seq_len, k),
-                     " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
+                     " ranks, ", n, " sequences of ", spec.seq_len, " tokens) puts ",
+                     n * tokens_per_rank(spec.seq_len, k), " tokens on a rank, more than the comm's batch_capacity (",
+                     capacity, ")");
       fp.add(n);
       docs_listed += n;
       continue;
@@ -130,8 +131,8 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
     out.counts.push_back(tokens);
     out.doc_lengths.push_back(std::move(lengths));
   }
-  BASP_CHECK_ARG(docs_listed == b.num_docs, "batch->group_docs sum to ", docs_listed, ", not to num_docs (",
-                 b.num_docs, ")");
+  BASP_CHECK_ARG(docs_listed == b.num_docs, "batch->group_docs sum to ", docs_listed, ", not to num_docs (", b.num_docs,
+                 ")");
   out.fingerprint = fp.value();
   return out;
 }
@@ -168,7 +169,8 @@ std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const b
   const auto& members = description.members[static_cast<size_t>(g)];
   group.group.index = g;
   group.group.members = members;
-  group.group.position = static_cast<int32_t>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
+  group.group.position =
+      static_cast<int32_t>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
   group.group.where = "batch group " + std::to_string(g) + " (world ranks " + [&] {
     std::string list;
     for (size_t i = 0; i < members.size(); ++i) list += (i ? "," : "") + std::to_string(members[i]);

@@ -175,8 +175,8 @@ void calibrate(const std::shared_ptr<Comm>& comm, int64_t max_bytes, int32_t rep
         chunk[g].assign(static_cast<size_t>(k), std::vector<double>(static_cast<size_t>(k), 0.0));
         for (int64_t r = 0; r < k; ++r) {
           for (int64_t j = 0; j < k; ++j) {
-            chunk[g][static_cast<size_t>(r)][static_cast<size_t>(j)] = static_cast<double>(
-                detail::split_count(seq, k, r) * detail::split_count(kHeads, k, j) * kHeadDim);
+            chunk[g][static_cast<size_t>(r)][static_cast<size_t>(j)] =
+                static_cast<double>(detail::split_count(seq, k, r) * detail::split_count(kHeads, k, j) * kHeadDim);
           }
         }
       }

@@ -186,12 +186,12 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   const std::vector<int64_t> tok = split_bounds(tokens, k);
   basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
   basp_plan_query(plan, &info);
-  EXPECT(info.group_size == k && info.local_sequences == b_loc, "step %d: plan info K %d b_loc %lld, expected %lld %lld",
-         step, info.group_size, static_cast<long long>(info.local_sequences), static_cast<long long>(k),
-         static_cast<long long>(b_loc));
-  EXPECT(info.token_begin == tok[l] && info.token_end == tok[l + 1], "step %d: token range %lld..%lld, expected %lld..%lld",
-         step, static_cast<long long>(info.token_begin), static_cast<long long>(info.token_end),
-         static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
+  EXPECT(info.group_size == k && info.local_sequences == b_loc,
+         "step %d: plan info K %d b_loc %lld, expected %lld %lld", step, info.group_size,
+         static_cast<long long>(info.local_sequences), static_cast<long long>(k), static_cast<long long>(b_loc));
+  EXPECT(info.token_begin == tok[l] && info.token_end == tok[l + 1],
+         "step %d: token range %lld..%lld, expected %lld..%lld", step, static_cast<long long>(info.token_begin),
+         static_cast<long long>(info.token_end), static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
   EXPECT(info.plan_path == (k == 1 ? BASP_PATH_LOCAL : BASP_PATH_P2P), "step %d: plan path %d with K %lld", step,
          info.plan_path, static_cast<long long>(k));
   const auto n = static_cast<int32_t>(st.heads.size());
@@ -235,8 +235,8 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
             const float got = head[t][static_cast<size_t>((row * hl + i) * D + e)];
             if (got != value(seed, t, g, b, s, mine.begin + i, e) && bad++ < 3) {
               EXPECT(false, "step %d: scatter tensor %d seq %lld token %lld head %lld: %g, expected %g", step, t,
-                     static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(mine.begin + i),
-                     got, value(seed, t, g, b, s, mine.begin + i, e));
+                     static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(mine.begin + i), got,
+                     value(seed, t, g, b, s, mine.begin + i, e));
             }
           }
   }
@@ -542,8 +542,8 @@ void calibrate_case() {
   MPI_Bcast(root, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   EXPECT(std::memcmp(root, mine, sizeof mine) == 0, "the calibrated model differs from rank 0's");
   if (g_rank == 0) {
-    std::printf("calibrated: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B (%.2f GB/s), beta_network %.3g s/B\n", m.a0,
-                m.a1, m.beta_node, 1e-9 / m.beta_node, m.beta_network);
+    std::printf("calibrated: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B (%.2f GB/s), beta_network %.3g s/B\n", m.a0, m.a1,
+                m.beta_node, 1e-9 / m.beta_node, m.beta_network);
   }
   // Export, import into a fresh comm, same fields.
   size_t needed = 0;
@@ -588,8 +588,8 @@ int main(int argc, char** argv) {
   } else if (calibrate_only) {
     calibrate_case();
   } else {
-    if (g_rank == 0) std::printf("test_batch: %d ranks, %d steps, seed %llu\n", g_size, steps,
-                                 static_cast<unsigned long long>(seed));
+    if (g_rank == 0)
+      std::printf("test_batch: %d ranks, %d steps, seed %llu\n", g_size, steps, static_cast<unsigned long long>(seed));
     basp_comm_t comm = make_comm(60000);
     std::mt19937_64 rng(seed);
     // Every group size 1..N-1 appears: {k, N-k} for each k, then the named mixes, then random partitions.
