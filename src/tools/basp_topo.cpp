@@ -5,6 +5,9 @@
 //   basp-topo --import dgx.xml --nodes 2 --map-by node -B 2
 //                                     a recorded machine, as 2 nodes with ranks dealt round-robin
 //   basp-topo --export node.xml       write this machine's topology as hwloc XML
+//   mpirun -n 8 basp-topo --calibrate --save-cost-model cluster.txt
+//                                     measure the batch plans' cost model on the live comm, print and save it
+//   basp-topo --cost-model cluster.txt  print a saved cost model's table
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -19,8 +22,11 @@
 
 #include "basp/basp.h"
 #include "common/error.h"
+#include "plan/cost_model.h"
 #include "plan/groups.h"
+#include "runtime/calibrate.h"
 #include "runtime/comm.h"
+#include "runtime/create.h"
 #include "tools/topo_report.h"
 #include "topology/rank_locality.h"
 #include "topology/topology.h"
@@ -58,6 +64,10 @@ const char* const kUsage =
     "  --ranks-per-node R    with --nodes: ranks per node (default: its GPU count, or 1 without GPUs)\n"
     "  --map-by slot|node    with --nodes: number ranks node by node (slot, default) or round-robin (node)\n"
     "  --no-mpi              do not initialise MPI even when started by mpirun/srun\n"
+    "  --calibrate           under mpirun: measure the exchange cost model of batch plans on the world (a few\n"
+    "                        seconds) and print its table (docs/batch.md)\n"
+    "  --save-cost-model F   with --calibrate: write the model as text (basp_comm_import_cost_model reads it)\n"
+    "  --cost-model F        print the table of a saved cost model\n"
     "  -h, --help            this text\n"
     "Under mpirun every rank reports its own node (BASP_NODE_ID overrides the node identity) and the i-th rank\n"
     "of a node takes GPU i. Exit status: 0 success, 1 error (e.g. a bad topology file), 2 bad usage.\n";
@@ -72,6 +82,9 @@ struct Options {
   int32_t ranks_per_node = 0;
   bool map_by_node = false;
   bool no_mpi = false;
+  bool calibrate = false;
+  std::string save_model;
+  std::string load_model;
 };
 
 struct UsageError {
@@ -126,6 +139,12 @@ Options parse(int argc, char** argv) {
       o.map_by_node = m == "node";
     } else if (a == "--no-mpi") {
       o.no_mpi = true;
+    } else if (a == "--calibrate") {
+      o.calibrate = true;
+    } else if (a == "--save-cost-model") {
+      o.save_model = value();
+    } else if (a == "--cost-model") {
+      o.load_model = value();
     } else {
       throw UsageError{"unknown argument \"" + a + "\""};
     }
@@ -134,6 +153,7 @@ Options parse(int argc, char** argv) {
     throw UsageError{"--ranks-per-node and --map-by need --nodes"};
   }
   if (o.num_groups != -1 && o.micro_batch == 0) throw UsageError{"-G needs -B"};
+  if (!o.save_model.empty() && !o.calibrate) throw UsageError{"--save-cost-model needs --calibrate"};
   return o;
 }
 
@@ -185,7 +205,56 @@ void print_groups(const Options& o, const std::vector<RankLocality>& ranks) {
                                           o.placement == BASP_PLACEMENT_CONTIGUOUS ? "contiguous" : "topology");
 }
 
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  BASP_CHECK_ARG(f != nullptr, "--cost-model (", path, ") cannot be opened: ", std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (size_t{1} << 20)) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+// --calibrate: a comm of batch plans only over the world, calibrated (collective), its table on rank 0.
+void calibrate(const Options& o, int rank, int size, void* mpi_comm) {
+#if BASP_HAVE_MPI
+  BASP_CHECK_ARG(mpi_comm != nullptr && size >= 2, "--calibrate needs at least 2 ranks under mpirun (", size, ")");
+  basp_comm_config_v1 config = BASP_COMM_CONFIG_INITIALIZER;
+  config.micro_batch = 0;
+  config.batch_capacity = 1 << 20;
+  basp::runtime::CreateCall call;
+  call.config = &config;
+  const auto comm = basp::runtime::comm_from_mpi(MPI_Comm_c2f(*static_cast<MPI_Comm*>(mpi_comm)), call);
+  basp::runtime::calibrate(comm, 0, 0);
+  if (rank != 0) return;
+  const basp::plan::CostModel model = comm->cost_model();
+  std::cout << "\n" << basp::tools::cost_model_report(model, size);
+  if (!o.save_model.empty()) {
+    std::FILE* f = std::fopen(o.save_model.c_str(), "wb");
+    BASP_CHECK_ARG(f != nullptr, "--save-cost-model (", o.save_model, ") cannot be written: ", std::strerror(errno));
+    const std::string text = basp::plan::export_cost_model(model);
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    BASP_CHECK_ARG(std::fclose(f) == 0 && ok, "--save-cost-model (", o.save_model, "): the write failed");
+    std::cout << "Wrote " << o.save_model << "\n";
+  }
+#else
+  (void)o;
+  (void)rank;
+  (void)size;
+  (void)mpi_comm;
+  basp::detail::fail(BASP_ERROR_UNSUPPORTED, "--calibrate needs a build with MPI");
+#endif
+}
+
 int run(const Options& o, int rank, int size, void* mpi_comm) {
+  if (!o.load_model.empty()) {
+    if (rank == 0) {
+      const basp::plan::CostModel model = basp::plan::import_cost_model(read_file(o.load_model));
+      std::cout << basp::tools::cost_model_report(model, std::max(model.world_size, 8));
+    }
+    if (!o.calibrate) return 0;
+  }
   const bool simulated = !o.import_file.empty() || o.nodes > 0;
   const Topology topo = o.import_file.empty() ? Topology::discover() : Topology::load_xml(o.import_file);
   std::vector<RankLocality> ranks;
@@ -203,7 +272,11 @@ int run(const Options& o, int rank, int size, void* mpi_comm) {
     (void)mpi_comm;
 #endif
   }
-  if (rank != 0) return 0;
+  BASP_CHECK_ARG(!o.calibrate || !simulated, "--calibrate measures the live ranks: it takes no --import or --nodes");
+  if (rank != 0) {
+    if (o.calibrate) calibrate(o, rank, size, mpi_comm);
+    return 0;
+  }
   std::cout << "basp-topo (libbasp " << BASP_VERSION_STRING << ")\n" << basp::tools::topology_report(topo);
   if (topo.num_gpus() > 0) std::cout << "\n" << basp::tools::matrix_legend();
   if (!o.export_file.empty()) {
@@ -212,6 +285,7 @@ int run(const Options& o, int rank, int size, void* mpi_comm) {
   }
   std::cout << "\n" << basp::tools::ranks_report(ranks);
   print_groups(o, ranks);
+  if (o.calibrate) calibrate(o, rank, size, mpi_comm);
   return 0;
 }
 

@@ -165,4 +165,38 @@ std::string groups_report(const plan::GroupLayout& layout, const std::vector<top
   return out.str();
 }
 
+std::string cost_model_report(const plan::CostModel& m, int32_t max_k) {
+  std::ostringstream out;
+  out << "Cost model (" << m.source;
+  if (m.world_size > 0) out << ", " << m.world_size << " ranks on " << m.num_nodes << " node(s)";
+  out << ")";
+  if (!m.note.empty()) out << ": " << m.note;
+  out << "\n";
+  char line[256];
+  auto rate = [](double beta) { return beta > 0 ? 1e-9 / beta : 0.0; };
+  std::snprintf(line, sizeof line, "  alpha(K) = %.3g s + %.3g s * (K - 1)\n", m.a0, m.a1);
+  out << line;
+  std::snprintf(line, sizeof line, "  beta  node %.3g s/B (%.2f GB/s)   network %.3g s/B (%.2f GB/s)\n", m.beta_node,
+                rate(m.beta_node), m.beta_network, rate(m.beta_network));
+  out << line;
+  std::snprintf(line, sizeof line, "  attention %.3g s * sum(L^2) + %.3g s * sum(L)\n", m.c2, m.c1);
+  out << line;
+  out << "  one exchange, predicted (us):\n";
+  std::snprintf(line, sizeof line, "  %5s  %11s %11s %11s   %11s %11s %11s\n", "K", "node 64K", "node 1M", "node 16M",
+                "net 64K", "net 1M", "net 16M");
+  out << line;
+  for (int32_t k = 2; k <= std::max(max_k, 2); k *= 2) {
+    double t[6];
+    const double sizes[3] = {65536.0, 1048576.0, 16777216.0};
+    for (int i = 0; i < 3; ++i) {
+      t[i] = m.exchange_seconds(k, sizes[i], 0.0) * 1e6;
+      t[3 + i] = m.exchange_seconds(k, 0.0, sizes[i]) * 1e6;
+    }
+    std::snprintf(line, sizeof line, "  %5d  %11.1f %11.1f %11.1f   %11.1f %11.1f %11.1f\n", k, t[0], t[1], t[2], t[3],
+                  t[4], t[5]);
+    out << line;
+  }
+  return out.str();
+}
+
 }  // namespace basp::tools

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/cost_model.h"
 #include "plan/groups.h"
 #include "topology/rank_locality.h"
 #include "topology/topology.h"
@@ -26,5 +27,9 @@ std::string ranks_report(const std::vector<topology::RankLocality>& ranks);
 // One line per group: its ranks, the nodes it spans and its weakest NVLink between ranks of one node.
 std::string groups_report(const plan::GroupLayout& layout, const std::vector<topology::RankLocality>& ranks,
                           const std::string& placement);
+
+// The cost model's coefficients and, for groups of K = 2, 4, ... up to `max_k`, the predicted time of one exchange
+// of 64 KiB, 1 MiB and 16 MiB per rank inside a node and across nodes (one group alone on the link).
+std::string cost_model_report(const plan::CostModel& model, int32_t max_k);
 
 }  // namespace basp::tools

@@ -40,6 +40,14 @@ if [ -n "$mpiexec" ]; then
   has mpi out "group 1: ranks 1 3 |"
   has mpi out "\"fake-node-1\""
   if nvml_absent; then has mpi out "NVLink: no NVLink information"; fi
+  # The cost model measured on the same 2 fake nodes: a table, and a file that prints back the same coefficients.
+  $mpiexec $np_flag 4 --oversubscribe "$here/fake_nodes.sh" 2 "$topo" --calibrate --save-cost-model "$tmp/live.model" \
+    >"$tmp/cal.out" 2>"$tmp/cal.err" || fail "calibrate: exit status $?"
+  has cal out "Cost model (calibrated, 4 ranks on 2 node(s))"
+  has cal out "Wrote $tmp/live.model"
+  "$topo" --cost-model "$tmp/live.model" >"$tmp/reload.out" 2>&1 || fail "reload: exit status $?"
+  diff <(grep -e 'alpha' -e 'beta' "$tmp/cal.out") <(grep -e 'alpha' -e 'beta' "$tmp/reload.out") >/dev/null ||
+    fail "the saved model prints other coefficients than the calibrated one"
   [ "$failures" -eq 0 ] && echo "PASS: basp-topo under mpirun" || echo "$failures failure(s)"
   exit $((failures > 0))
 fi
@@ -93,6 +101,19 @@ has cyclic_contiguous out "group 0: ranks 0 1 2 3 4 5 6 7 | 2 node(s)"
 run nvl72 0 --no-mpi --import "$fixtures/gb200-nvl72-tray.xml" --nodes 18 -B 9
 has nvl72 out "NVLink domains spanning nodes: 1"
 has nvl72 out "group 0: ranks 0 1 2 3 4 5 6 7 | 2 node(s)"
+
+# A saved cost model's table: alpha and the predicted exchange from the file's coefficients (2 us + 1 us per extra
+# peer, 1 ns/byte in a node: K = 2 moving 64 KiB takes 2 + 1 + 65.536 = 68.5 us); malformed files named by line.
+printf 'basp-cost-model 1\na0 2e-6\na1 1e-6\nbeta_node 1e-9\nbeta_network 4e-9\nc2 0\nc1 0\nsource calibrated\n' \
+  >"$tmp/model.txt"
+run cost_model 0 --cost-model "$tmp/model.txt"
+has cost_model out "alpha(K) = 2e-06 s + 1e-06 s * (K - 1)"
+has cost_model out "(1.00 GB/s)"
+has cost_model out "68.5"
+printf 'basp-cost-model 1\na0 2e-6\na1 zz\n' >"$tmp/bad_model.txt"
+run bad_cost_model 1 --cost-model "$tmp/bad_model.txt"
+has bad_cost_model err "line 3"
+run save_without_calibrate 2 --save-cost-model "$tmp/x.txt"
 
 [ "$failures" -eq 0 ] && echo "PASS: basp-topo" || echo "$failures failure(s)"
 exit $((failures > 0))
