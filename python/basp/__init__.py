@@ -11,6 +11,10 @@
 Any sequence length and head counts (split as torch.tensor_split does), and packed streams (layout="thd",
 token_capacity=..., then scatter/gather(..., num_tokens=T)).
 
+Batch plans (a comm made with batch_capacity=...): groups of any size per micro-batch, from the planner or by hand:
+    batch = comm.plan_batch(lengths, query_heads=32, kv_heads=8, head_dim=128, dtype=numpy.float32)
+    plan = comm.batch_plan(batch, head_dim=128, num_heads=[32, 8, 8], dtype=numpy.float32, query_heads=[0, 32, 32])
+
 Without MPI, basp.Comm.from_oob makes an NCCL-backend comm over any framework's all-gather (a basp.OobAllgather).
 The library is found through $BASP_LIBRARY, next to the installed package, or the dynamic linker's search.
 PyTorch integration (autograd, BaspAttention) lives in basp.torch.
@@ -19,6 +23,7 @@ from ._abi import (MAX_DIMS, MAX_TENSORS, Backend, CommConfig, Dtype, Layout, Oo
                    PlanInfoStruct, Placement, RankInfoStruct, Status)
 from ._library import (features, last_error, load as load_library, nccl_library, path as library_path, status_string,
                        version)
+from .batch import Batch, CostModel
 from .comm import Comm, RankInfo
 from .errors import Error
 from .oob import OobAllgather
@@ -26,7 +31,7 @@ from .plan import Plan, PlanInfo
 from . import data
 
 __all__ = [
-    "Backend", "Comm", "CommConfig", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS", "OobAllgather",
-    "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct",
+    "Backend", "Batch", "Comm", "CommConfig", "CostModel", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS",
+    "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct",
     "Status", "data", "features", "last_error", "library_path", "load_library", "nccl_library", "status_string", "version",
 ]

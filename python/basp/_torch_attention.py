@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from . import _abi, _arrays
 from ._abi import Layout
 from ._torch_exchange import head_gather, head_scatter, plan_id
+from .batch import Batch
 from .comm import Comm
 from .errors import Error, invalid_argument
 from .plan import LayoutLike, Plan
@@ -127,14 +128,17 @@ class AttentionPlans:
     of the two plans fails."""
 
     def __init__(self, comm: Comm, seq_len: Optional[int], num_heads: int, num_kv_heads: int, head_dim: int,
-                 dtype: Any, layout: Layout, token_capacity: Optional[int] = None) -> None:
+                 dtype: Any, layout: Layout, token_capacity: Optional[int] = None,
+                 batch: Optional[Batch] = None) -> None:
         # When K divides Hkv the K/V heads' own split is the query heads' one: planned query-like (the same
-        # routing, and the uniform shape every backend takes).
-        kv_query = 0 if num_kv_heads % comm.group_size == 0 else num_heads
+        # routing, and the uniform shape every backend takes). A batch plan's K is its group's.
+        k = batch.group_size if batch is not None else comm.group_size
+        kv_query = 0 if num_kv_heads % k == 0 else num_heads
         self.qkv = Plan(comm, seq_len, head_dim, [num_heads, num_kv_heads, num_kv_heads], dtype, layout,
-                        query_heads=[0, kv_query, kv_query], token_capacity=token_capacity)
+                        query_heads=[0, kv_query, kv_query], token_capacity=token_capacity, batch=batch)
         try:
-            self.out = Plan(comm, seq_len, head_dim, [num_heads], dtype, layout, token_capacity=token_capacity)
+            self.out = Plan(comm, seq_len, head_dim, [num_heads], dtype, layout, token_capacity=token_capacity,
+                            batch=batch)
             try:
                 self.kv = kv_head_map(self.qkv, num_heads, num_kv_heads)
             except BaseException:
@@ -171,9 +175,16 @@ class BaspAttention(torch.nn.Module):
     attention       fn(q, k, v, causal) -> out on head-sharded [b, h, S, D] tensors (default: default_attention);
                     for THD it is called once per document, with b = 1
     layout          "bshd", "sbhd" or "thd" (basp.Layout), the layout of q, k, v and of the output
-    token_capacity  THD only: the most tokens of a group's stream in one forward (the plans are made for it)
+    token_capacity  THD only: the most tokens of a group's stream in one forward (the plans are made for it); may
+                    be None on a comm with batch_capacity when every forward passes a batch
     varlen_attention  THD only: fn(q, k, v, cu_seqlens, max_seqlen, causal) -> out on the packed head-sharded stream
                     [T, h, D] (cu_seqlens an int32 tensor on q's device), replacing the per-document loop
+
+    Batch plans (THD, a comm made with batch_capacity): forward(q, k, v, batch=batch), batch a basp.Batch
+    (comm.plan_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over its
+    whole stream. The layer makes the batch's two plans on first use (not collective: host work only) and keeps
+    them on the batch object, shared by every layer of the same shape, so they live as long as the caller keeps the
+    batch (through the backward). Every rank must run the same layers on the same batches in the same order.
     """
 
     def __init__(self, comm: Comm, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
@@ -199,7 +210,9 @@ class BaspAttention(torch.nn.Module):
         self.varlen_attention = varlen_attention
         self.layout = Layout[layout.upper()] if isinstance(layout, str) else Layout(layout)
         if self.layout == Layout.THD:
-            if token_capacity is None or int(token_capacity) <= 0:
+            if token_capacity is None and getattr(comm, "batch_capacity", 0) > 0:
+                pass  # batch plans only: each forward's batch sizes its plans
+            elif token_capacity is None or int(token_capacity) <= 0:
                 raise invalid_argument("%s: token_capacity (%r) must be positive for layout THD: the most tokens of "
                                        "a group's stream in one forward" % (where, token_capacity))
         elif token_capacity is not None or varlen_attention is not None:
@@ -228,14 +241,52 @@ class BaspAttention(torch.nn.Module):
         return plans.qkv, plans.out
 
     def prepare(self, seq_len: Optional[int] = None, dtype: Any = torch.float32,
-                device: Union[torch.device, str] = "cpu") -> "BaspAttention":
+                device: Union[torch.device, str] = "cpu", batch: Optional[Batch] = None) -> "BaspAttention":
         """Makes the plans for sequences of seq_len tokens (THD: None) of `dtype` on `device` now (collective over
-        the group). Needed before torch.compile traces the layer: plans are made eagerly, never while tracing."""
+        the group). Needed before torch.compile traces the layer: plans are made eagerly, never while tracing.
+        batch: makes that batch's plans instead (not collective), before a compiled forward(..., batch=batch)."""
+        if batch is not None:
+            self._batch_plans(batch, self._own_batch(batch, "basp.torch.BaspAttention.prepare"), dtype, device)
+            return self
         if self.layout != Layout.THD and (seq_len is None or int(seq_len) <= 0):
             raise invalid_argument("basp.torch.BaspAttention.prepare: seq_len (%r) must be positive for layout %s"
                                    % (seq_len, self.layout.name))
         self.plans(seq_len, dtype, device)
         return self
+
+    def _own_batch(self, batch: Any, where: str) -> Batch:
+        """`batch` describing this rank (a batch of no rank is read for the comm's), checked to be one."""
+        if not isinstance(batch, Batch):
+            raise invalid_argument("%s: batch (a %s) is not a basp.Batch" % (where, type(batch).__name__))
+        if self.layout != Layout.THD or not batch.thd:
+            raise invalid_argument("%s: batch plans in BaspAttention are for layout THD and a batch of documents "
+                                   "(the layer's layout is %s)" % (where, self.layout.name))
+        if batch.rank is None:
+            return batch.for_rank(self.comm.rank)
+        if batch.rank != self.comm.rank:
+            raise invalid_argument("%s: batch describes rank %d but this is rank %d of the comm" % (
+                where, batch.rank, self.comm.rank))
+        return batch
+
+    def _batch_plans(self, owner: Batch, batch: Batch, dtype: Any,
+                     device: Union[torch.device, str]) -> AttentionPlans:
+        """The two batch plans of this layer's shape for `batch` (`owner` describing this rank), made on first use
+        and kept on the caller's object `owner` (its `_attention_plans`), shared by the layers of one shape: they
+        live as long as the caller holds the batch."""
+        cache = owner.__dict__.setdefault("_attention_plans", {})
+        key = (self.comm.handle, self.num_heads, self.num_kv_heads, self.head_dim, dtype, str(torch.device(device)))
+        plans = cache.get(key)
+        if plans is None or plans.qkv.closed or plans.out.closed:
+            if compiling():
+                raise invalid_argument("basp.torch.BaspAttention: no plan for this batch while torch.compile traces "
+                                       "the layer: call layer.prepare(dtype=..., device=..., batch=batch) first")
+            basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
+            plans = AttentionPlans(self.comm, None, self.num_heads, self.num_kv_heads, self.head_dim, basp_dtype,
+                                   Layout.THD, None, batch=batch)
+            if plans.kv != list(range(plans.local_kv_heads)):
+                plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
+            cache[key] = plans
+        return plans
 
     def _ids(self, seq_len: Optional[int], dtype: Any, device: torch.device) -> Tuple[int, int, Optional[torch.Tensor]]:
         """The plan ids and K/V map for this call: made on first use when eager; under torch.compile they must exist
@@ -263,7 +314,7 @@ class BaspAttention(torch.nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: Optional[int] = None,
                 cu_seqlens: Optional[CuSeqlens] = None, max_seqlen: Optional[int] = None,
-                num_tokens: Optional[int] = None) -> torch.Tensor:
+                num_tokens: Optional[int] = None, batch: Optional[Batch] = None) -> torch.Tensor:
         """q [b_loc, S_l, Hq, D], k and v [b_loc, S_l, Hkv, D] (BSHD; SBHD swaps the first two; THD [T_l, H, D])
         -> the attention output, sequence-sharded like q.
 
@@ -274,6 +325,8 @@ class BaspAttention(torch.nn.Module):
         library checks it when the exchange runs). max_seqlen (THD): the longest document, for varlen_attention
         (default: computed). num_tokens (THD): T, the stream's length (default: cu_seqlens[-1]); under
         torch.compile pass it as an int, which the graph keeps symbolic.
+        batch (THD): a basp.Batch; this rank's q holds tokens batch.tokens of its group's stream, whose documents
+        (batch.cu_seqlens) and length the batch gives: cu_seqlens and num_tokens are then not passed.
         """
         where = "basp.torch.BaspAttention"
         self._check("q", q, self.num_heads)
@@ -285,7 +338,15 @@ class BaspAttention(torch.nn.Module):
                 raise invalid_argument("%s: %s (%s, %s, %s) does not match q (%s, %s, %s) in the token dims, dtype "
                                        "and device" % (where, name, tuple(x.shape), x.dtype, x.device, tuple(q.shape),
                                                        q.dtype, q.device))
+        if batch is not None:
+            owner, batch = batch, self._own_batch(batch, where)
+            if cu_seqlens is not None or num_tokens is not None or seq_len is not None:
+                raise invalid_argument("%s: with a batch, cu_seqlens, num_tokens and seq_len come from the batch "
+                                       "(batch.cu_seqlens, batch.stream_tokens)" % where)
+            return self._forward_thd(q, k, v, batch.cu_seqlens, max_seqlen, batch.stream_tokens, (owner, batch))
         if self.layout == Layout.THD:
+            if self.token_capacity is None:
+                raise invalid_argument("%s: this layer has no token_capacity: pass batch= (batch plans)" % where)
             if cu_seqlens is None:
                 raise invalid_argument("%s: cu_seqlens is required for layout THD" % where)
             if seq_len is not None:
@@ -311,7 +372,8 @@ class BaspAttention(torch.nn.Module):
         return out
 
     def _forward_thd(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: CuSeqlens,
-                     max_seqlen: Optional[int], num_tokens: Optional[int]) -> torch.Tensor:
+                     max_seqlen: Optional[int], num_tokens: Optional[int],
+                     batch: Optional[Tuple[Batch, Batch]] = None) -> torch.Tensor:
         where = "basp.torch.BaspAttention"
         cu_list: Optional[List[int]] = None
         if isinstance(cu_seqlens, torch.Tensor):
@@ -332,10 +394,15 @@ class BaspAttention(torch.nn.Module):
         elif cu_list is not None and int(num_tokens) != cu_list[-1]:
             raise invalid_argument("%s: num_tokens (%d) is not cu_seqlens[-1] (%d)" % (where, int(num_tokens),
                                                                                        cu_list[-1]))
-        qkv_id, out_id, kv_map = self._ids(None, q.dtype, q.device)
-        # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly. The
-        # library reads them on the host.
-        cu_host = cu_t.to(device="cpu", dtype=torch.int64)
+        if batch is not None:
+            plans = self._batch_plans(batch[0], batch[1], q.dtype, q.device)
+            qkv_id, out_id, kv_map = plans.qkv_id, plans.out_id, plans.kv_map
+            cu_host: Optional[torch.Tensor] = None  # a batch plan knows its group's documents
+        else:
+            qkv_id, out_id, kv_map = self._ids(None, q.dtype, q.device)
+            # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly. The
+            # library reads them on the host.
+            cu_host = cu_t.to(device="cpu", dtype=torch.int64)
         qh, kh, vh = head_scatter(qkv_id, q, k, v, num_tokens=num_tokens, cu_seqlens=cu_host)  # [T, h, D]
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)

@@ -87,6 +87,8 @@ def _check_tokens(plan: Plan, num_tokens: Any, where: str) -> Optional[int]:
             raise invalid_argument("%s: num_tokens (%d) is for THD plans; this %s plan has seq_len %d" % (
                 where, int(num_tokens), plan.layout.name, plan.seq_len))
         return None
+    if not symbolic and int(num_tokens) < 0 and plan._batch_tokens is not None:
+        return plan._batch_tokens  # a THD batch plan moves its group's stream
     if not symbolic and int(num_tokens) < 0:
         raise invalid_argument("%s: num_tokens is required for a THD plan: the T tokens of the group's stream in "
                                "this call (0..%d)" % (where, plan.token_capacity))
@@ -121,9 +123,10 @@ def _fake(direction: str, pid: int, tensors: Sequence[torch.Tensor], num_tokens:
     device = tensors[0].device if tensors else torch.device("cpu")
     head_side = direction == SCATTER
     shapes = plan.info.head_sharded_shapes if head_side else plan.info.seq_sharded_shapes
-    if _check_tokens(plan, num_tokens, where) is not None:
+    call_tokens = _check_tokens(plan, num_tokens, where)
+    if call_tokens is not None:
         k, position = plan.info.group_size, plan._position
-        tokens = num_tokens if head_side else (num_tokens + k - 1 - position) // k
+        tokens = call_tokens if head_side else (call_tokens + k - 1 - position) // k
         shapes = [(tokens,) + tuple(s[1:]) for s in shapes]
     return [torch.empty(tuple(s), dtype=dtype, device=device) for s in shapes]
 

@@ -3,13 +3,15 @@ communicator or any framework's all-gather (basp.OobAllgather)."""
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
-from . import _abi, _library
+from . import _abi, _arrays, _library
 from ._abi import Backend, Layout, Placement
 from ._arrays import DtypeLike
 from ._handle import CommHandle
+from .batch import Batch, CostModel
 from .errors import Error, invalid_argument
 from .oob import Channel
 from .plan import LayoutLike, Plan
@@ -88,18 +90,26 @@ def _enum_value(enum_type: Type[Any], value: Union[int, str], name: str) -> int:
 
 
 def _config(where: str, config: Optional[_abi.CommConfig], micro_batch: Optional[int], num_groups: Optional[int],
-            backend: BackendLike, placement: PlacementLike, timeout_ms: Optional[int] = None) -> _abi.CommConfig:
+            backend: BackendLike, placement: PlacementLike, timeout_ms: Optional[int] = None,
+            batch_capacity: Optional[int] = None) -> _abi.CommConfig:
     """The creation's config: `config` as given (checked to be one), or one made from the keyword arguments."""
     if config is not None:
         if not isinstance(config, _abi.CommConfig):
             raise invalid_argument("%s: config (a %s) is not a basp.CommConfig" % (where, type(config).__name__))
         return config
+    capacity = 0 if batch_capacity is None else int(batch_capacity)
     if micro_batch is None:
-        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+        if capacity <= 0:
+            raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B), unless the comm "
+                                   "serves batch plans only (batch_capacity > 0)" % where)
+        micro_batch = 0  # a comm of batch plans only
+    if capacity and not _library.has("basp_batch_plan_create"):
+        raise Error(_abi.Status.ERROR_UNSUPPORTED, "%s: batch_capacity (%d): the loaded libbasp (%s) has no batch "
+                    "plans: it is older than this binding" % (where, capacity, _library.path()))
     return _abi.CommConfig(micro_batch=int(micro_batch), num_groups=-1 if num_groups is None else int(num_groups),
                            backend=_enum_value(Backend, backend, "backend"),
                            placement=_enum_value(Placement, placement, "placement"),
-                           timeout_ms=-1 if timeout_ms is None else int(timeout_ms))
+                           timeout_ms=-1 if timeout_ms is None else int(timeout_ms), batch_capacity=capacity)
 
 
 def _check_one_nccl(where: str) -> None:
@@ -118,19 +128,41 @@ def _check_one_nccl(where: str) -> None:
                                    where, ", ".join(others), ours or "unknown"))
 
 
+def _length_list(lengths: Any, where: str) -> List[int]:
+    """Document lengths (a sequence of ints, a 1-D integer NumPy array or tensor) -> ints."""
+    if hasattr(lengths, "detach"):  # a torch tensor
+        lengths = lengths.detach().cpu()
+    if hasattr(lengths, "ndim") and lengths.ndim != 1:
+        raise invalid_argument("%s: lengths has shape %s; expected one length per document (1-D)" % (
+            where, tuple(lengths.shape)))
+    if hasattr(lengths, "tolist"):
+        lengths = lengths.tolist()
+    try:
+        values = [operator.index(x) for x in lengths]
+    except TypeError:
+        raise invalid_argument("%s: lengths (%r) is not a sequence of integers" % (where, lengths)) from None
+    if len(values) >= 2 ** 31:
+        raise invalid_argument("%s: %d documents; at most 2^31 - 1" % (where, len(values)))
+    return values
+
+
 class Comm(CommHandle):
     """Collective over `mpi_comm`: splits it into G groups of K ranks for micro-batches of `micro_batch` sequences.
 
     num_groups: None (or -1) = gcd(N, B), the BASP rule; 1 = DeepSpeed-Ulysses; otherwise a divisor of N and B.
     backend: Backend.MPI (host memory) or Backend.NCCL (device memory; needs a libbasp built with NCCL).
     config: a ready basp.CommConfig (overrides the keyword arguments), for callers that need every field.
+    batch_capacity: > 0, the comm also serves batch plans (groups of any size per micro-batch: plan_batch,
+    batch_plan; docs/batch.md) of at most this many sequence-side tokens per rank; micro_batch may then be None or
+    0 (a comm of batch plans only). The same on every rank. MPI backend only.
     """
 
     def __init__(self, mpi_comm: Any, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
                  backend: BackendLike = Backend.MPI, placement: PlacementLike = Placement.DEFAULT,
-                 config: Optional[_abi.CommConfig] = None) -> None:
+                 config: Optional[_abi.CommConfig] = None, batch_capacity: Optional[int] = None) -> None:
         fint = _fortran_handle(mpi_comm)
-        config = _config("basp.Comm", config, micro_batch, num_groups, backend, placement)
+        config = _config("basp.Comm", config, micro_batch, num_groups, backend, placement,
+                         batch_capacity=batch_capacity)
         lib = _library.lib()
         handle = ctypes.c_void_p()
         _library.check(lib.basp_comm_create_mpi(fint, ctypes.byref(config), ctypes.byref(handle)))
@@ -184,6 +216,7 @@ class Comm(CommHandle):
     def _adopt(self, handle: Optional[int], config: _abi.CommConfig, parent: Any) -> None:
         self._adopt_handle(handle)
         self._parent = parent  # kept alive: the library requires the parent to outlive the comm
+        self.batch_capacity = int(config.batch_capacity)
         try:
             self.backend = Backend(config.backend)
         except ValueError:
@@ -247,6 +280,96 @@ class Comm(CommHandle):
              token_capacity: Optional[int] = None) -> Plan:
         """A basp.Plan on this comm (collective over the caller's group); arguments as basp.Plan's."""
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity)
+
+    # ---- batch plans (comms made with batch_capacity > 0; docs/batch.md) ---------------------------------------
+    def plan_batch(self, lengths: Any, query_heads: int, kv_heads: int, head_dim: int, dtype: DtypeLike,
+                   capacity: int = 0) -> Batch:
+        """The batch planner (basp_comm_plan_batch, not collective): groups of any size for a packed micro-batch of
+        documents of `lengths` tokens (a list of ints, or a 1-D integer array or tensor), on this comm's machine
+        with its cost model, minimising the predicted step time. Every rank gets the same answer from the same
+        arguments and model. Returns a basp.Batch describing this rank (each group's documents ascending, its
+        predicted_seconds), for batch_plan. capacity: most sequence-side tokens per rank (0: batch_capacity)."""
+        where = "basp.Comm.plan_batch"
+        fn = _library.require("basp_comm_plan_batch", where)
+        values = _length_list(lengths, where)
+        n, world = len(values), self.world_size
+        c_lengths = (ctypes.c_int64 * max(1, n))(*values)
+        problem = _abi.BatchProblemStruct(num_docs=n, dtype=_arrays.basp_dtype(dtype, where + ": dtype"),
+                                          lengths=c_lengths, query_heads=int(query_heads), kv_heads=int(kv_heads),
+                                          head_dim=int(head_dim), capacity=int(capacity))
+        sizes, ranks, counts = ((ctypes.c_int32 * world)() for _ in range(3))
+        docs = (ctypes.c_int32 * max(1, n))()
+        out = _abi.BatchStruct()
+        seconds = ctypes.c_double(0.0)
+        _library.check(fn(self._handle, ctypes.byref(problem), sizes, ranks, counts, docs, ctypes.byref(out),
+                          ctypes.byref(seconds)))
+        groups: List[List[int]] = []
+        group_docs: List[List[int]] = []
+        r = d = 0
+        for g in range(int(out.num_groups)):
+            groups.append(list(ranks[r:r + sizes[g]]))
+            group_docs.append(list(docs[d:d + counts[g]]))
+            r, d = r + sizes[g], d + counts[g]
+        return Batch(groups, docs=group_docs, lengths=values, rank=self.rank, predicted_seconds=seconds.value)
+
+    def batch_plan(self, batch: Batch, head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
+                   layout: LayoutLike = Layout.THD, query_heads: Optional[Sequence[Optional[int]]] = None,
+                   seq_len: Optional[int] = None, token_capacity: Optional[int] = None) -> Plan:
+        """The plan of this rank's group in `batch` (a basp.Batch: plan_batch's answer or one written by hand), a
+        basp.Plan like any other (scatter, gather, query; basp.torch's operators), made without talking to any
+        rank (basp_batch_plan_create). Every rank makes every batch plan of the comm, in the same order, from the
+        same batch. layout "thd" (default): each group's stream of its documents, each execute moving all of it
+        (num_tokens None); "bshd"/"sbhd": group g holds batch.sequences[g] sequences of seq_len tokens."""
+        if not isinstance(batch, Batch):
+            raise invalid_argument("basp.Comm.batch_plan: batch (a %s) is not a basp.Batch" % type(batch).__name__)
+        return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity, batch=batch)
+
+    @property
+    def cost_model(self) -> CostModel:
+        """The comm's cost model (basp_comm_get_cost_model): a basp.CostModel. Assigning one sets it
+        (basp_comm_set_cost_model; every coefficient finite and >= 0): every rank must hold the same model for
+        plan_batch to agree across ranks."""
+        s = _abi.CostModelStruct()
+        _library.check(_library.require("basp_comm_get_cost_model", "basp.Comm.cost_model")(self._handle,
+                                                                                              ctypes.byref(s)))
+        return CostModel.from_struct(s)
+
+    @cost_model.setter
+    def cost_model(self, model: CostModel) -> None:
+        if not isinstance(model, CostModel):
+            raise invalid_argument("basp.Comm.cost_model: the model (a %s) is not a basp.CostModel" % (
+                type(model).__name__))
+        s = model.to_struct()
+        _library.check(_library.require("basp_comm_set_cost_model", "basp.Comm.cost_model")(self._handle,
+                                                                                              ctypes.byref(s)))
+
+    def export_cost_model(self) -> str:
+        """The comm's cost model as text ("basp-cost-model 1" then "key value" lines), for import_cost_model on
+        another run of the same cluster."""
+        fn = _library.require("basp_comm_export_cost_model", "basp.Comm.export_cost_model")
+        needed = ctypes.c_size_t(0)
+        _library.check(fn(self._handle, None, 0, ctypes.byref(needed)))
+        buf = ctypes.create_string_buffer(max(1, needed.value))
+        _library.check(fn(self._handle, buf, len(buf), ctypes.byref(needed)))
+        return buf.value.decode("utf-8")
+
+    def import_cost_model(self, text: str) -> None:
+        """Replaces the comm's cost model with one export_cost_model wrote; malformed text raises basp.Error
+        (INVALID_ARGUMENT) naming the line. Not collective."""
+        fn = _library.require("basp_comm_import_cost_model", "basp.Comm.import_cost_model")
+        if not isinstance(text, str):
+            raise invalid_argument("basp.Comm.import_cost_model: text (a %s) is not a str" % type(text).__name__)
+        if "\0" in text:
+            raise invalid_argument("basp.Comm.import_cost_model: text holds a NUL character: not a cost model")
+        _library.check(fn(self._handle, text.encode("utf-8")))
+
+    def calibrate(self, max_bytes: int = 0, repeats: int = 0) -> CostModel:
+        """Collective over the comm's world: measures its exchanges (basp_comm_calibrate: groups of K = 2, 4, ...
+        concurrently, cross-node pairs, messages up to max_bytes per rank (0: 4 MiB), repeats times each (0: 5)),
+        fits the model's exchange coefficients, stores them (the same on every rank) and returns the model."""
+        fn = _library.require("basp_comm_calibrate", "basp.Comm.calibrate")
+        _library.check(fn(self._handle, int(max_bytes), int(repeats)))
+        return self.cost_model
 
     def async_error(self) -> Optional[Error]:
         """None while the backend is healthy, else a basp.Error describing its asynchronous failure (NCCL)."""

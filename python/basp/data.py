@@ -6,7 +6,8 @@ K divides S; otherwise the first S % K positions hold one token more). The libra
 (basp.Comm.shard); these helpers apply it to dataset indices and to a loaded micro-batch.
 
 A packed micro-batch of documents (THD) is shared out by assign_documents: whole documents to groups, then each
-group's packed stream split over its ranks (docs/packed.md).
+group's packed stream split over its ranks (docs/packed.md). A batch plan's membership (basp.Batch, groups of any
+size: basp.Comm.plan_batch) is applied the same way by batch_assignment and pack_batch.
 """
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import ctypes
 import dataclasses
 import operator
 import sys
-from typing import Any, List, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _abi, _arrays, _library
 from ._abi import Layout
 from ._arrays import Array
 from ._handle import CommHandle
+from .batch import Batch
 from .comm import RankInfo
 from .errors import invalid_argument
 
@@ -232,3 +234,80 @@ def _assign_documents_function(where: str) -> Any:
     if fn.argtypes is None:
         fn.restype, fn.argtypes = _abi.ASSIGN_DOCUMENTS_PROTOTYPE
     return fn
+
+
+def batch_assignment(batch: Batch, rank: Optional[int] = None) -> DocumentAssignment:
+    """What world rank `rank` (None: the rank `batch` describes) does in a THD basp.Batch, as a DocumentAssignment
+    (its pack and position_ids work as for assign_documents): its group's documents in stream order, cu_seqlens
+    (numpy.int32), max_seqlen, and its token range of the stream, split over the group's K ranks as
+    torch.tensor_split does. max_group_tokens is the longest stream of the batch and imbalance that over the mean
+    stream (1.0 for a batch without tokens). Not collective, no library call."""
+    where = "basp.data.batch_assignment"
+    if not isinstance(batch, Batch):
+        raise invalid_argument("%s: batch (a %s) is not a basp.Batch" % (where, type(batch).__name__))
+    if not batch.thd:
+        raise invalid_argument("%s: batch holds sequences (BSHD/SBHD), not documents: its sequences are "
+                               "batch.first_sequence .. + batch.num_sequences, tokens batch.token_range(seq_len)" %
+                               where)
+    if rank is not None:
+        batch = batch.for_rank(_integer(rank, 32, "%s: rank" % where))
+    elif batch.rank is None:
+        raise invalid_argument("%s: the batch describes no rank: pass rank, or a batch from basp.Comm.plan_batch" %
+                               where)
+    np = _numpy()
+    cu = batch.cu_seqlens
+    if cu[-1] > np.iinfo(np.int32).max:
+        raise invalid_argument("%s: group %d's stream holds %d tokens, more than an int32 cu_seqlens can index" % (
+            where, batch.group_index, cu[-1]))
+    cu_seqlens = np.asarray(cu, dtype=np.int32)
+    cu_seqlens.flags.writeable = False
+    begin, end = batch.token_range()
+    first_doc, first_offset = -1, 0
+    if end > begin:
+        first_doc = int(np.searchsorted(np.asarray(cu, dtype=np.int64), begin, side="right")) - 1
+        first_offset = begin - cu[first_doc]
+    streams = [batch.stream_tokens_of(g) for g in range(batch.num_groups)]
+    total = sum(streams)
+    longest = max(streams)
+    return DocumentAssignment(rank=batch.rank, group_index=batch.group_index, group_position=batch.group_position,
+                              group_size=batch.group_size, num_docs=len(batch.group_docs), stream_tokens=cu[-1],
+                              token_begin=begin, token_end=end, first_doc=first_doc, first_doc_offset=first_offset,
+                              max_seqlen=batch.max_seqlen, max_group_tokens=longest,
+                              imbalance=longest * len(streams) / total if total else 1.0, docs=batch.group_docs,
+                              cu_seqlens=cu_seqlens)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BatchInput:
+    """This rank's sequence-side input of a batch plan (pack_batch): `tokens` its slice [num_tokens, ...] of its
+    group's packed stream (the documents' kind, dtype and device), `positions` each token's position inside its
+    document (RoPE's position ids: int64, a tensor on the same device for PyTorch input), and the group's
+    `cu_seqlens` (numpy.int32, [num_docs + 1]) and `max_seqlen`, as flash-attn's varlen functions take them.
+    `assignment` is the DocumentAssignment it came from (token_begin, token_end, stream_tokens, docs, ...)."""
+
+    tokens: Any
+    positions: Any
+    cu_seqlens: Any
+    max_seqlen: int
+    assignment: DocumentAssignment
+
+    @property
+    def num_tokens(self) -> int:
+        return self.assignment.num_tokens
+
+    @property
+    def stream_tokens(self) -> int:
+        """T, the tokens of the group's stream (what a THD batch plan's exchanges move)."""
+        return self.assignment.stream_tokens
+
+
+def pack_batch(documents: Sequence[Array], batch: Batch, rank: Optional[int] = None) -> BatchInput:
+    """This rank's packed input for a THD batch plan: `documents` lists every document of the micro-batch by index
+    (batch.lengths), each a NumPy array or a PyTorch tensor [L_i, ...] (token ids [L_i], embeddings [L_i, E]); the
+    result holds tokens [token_begin, token_end) of the rank's group's stream (its documents end to end, in the
+    batch's order), their positions, and the group's cu_seqlens and max_seqlen. Only the group's documents are
+    read. rank: as for batch_assignment."""
+    assignment = batch_assignment(batch, rank)
+    tokens, positions = assignment.pack(documents)
+    return BatchInput(tokens=tokens, positions=positions, cu_seqlens=assignment.cu_seqlens,
+                      max_seqlen=int(assignment.max_seqlen), assignment=assignment)

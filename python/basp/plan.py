@@ -9,6 +9,7 @@ from . import _abi, _arrays, _library
 from ._abi import Backend, Layout, Path
 from ._arrays import Array, ArrayInfo, DtypeLike
 from ._handle import CommHandle, Handle
+from .batch import Batch
 from .errors import Error, invalid_argument
 
 LayoutLike = Union[Layout, int, str]  # a member, its int, or "bshd" / "sbhd" / "thd"
@@ -156,17 +157,27 @@ class Plan(Handle):
     scatter: sequence-sharded [b_loc, S_l, H_t, D] -> head-sharded [b_loc, S, H_l, D]   (BSHD; SBHD swaps b and s;
     gather:  its adjoint (summing replicated heads), the exact inverse when none is.     THD [T_l, H_t, D] and
                                                                                          [T, H_l, D])
+
+    batch (a basp.Batch, on a comm made with batch_capacity): a batch plan (basp_batch_plan_create), not
+    collective: the plan of this rank's group in that membership of any group sizes. THD: token_capacity None (or
+    at least every group's stream), and each scatter/gather moves the group's stream (num_tokens None or its T);
+    BSHD/SBHD: group g holds batch.sequences[g] sequences of seq_len tokens. `self.batch` is the batch, describing
+    this rank.
     """
 
     _destroy_name = "basp_plan_destroy"
     _close_order = 0  # before the comms
+    batch: Optional[Batch] = None  # a batch plan's basp.Batch (describing this rank), else None
+    _batch_tokens: Optional[int] = None  # a THD batch plan's stream: what every execute moves
 
     def __init__(self, comm: CommHandle, seq_len: Optional[int], head_dim: int,
                  num_heads: Union[int, Sequence[int]], dtype: DtypeLike, layout: LayoutLike = Layout.BSHD,
                  query_heads: Optional[Sequence[Optional[int]]] = None,
-                 token_capacity: Optional[int] = None) -> None:
+                 token_capacity: Optional[int] = None, batch: Optional[Batch] = None) -> None:
         if not isinstance(comm, CommHandle):
             raise invalid_argument("basp.Plan: comm (a %s) is not a basp.Comm" % type(comm).__name__)
+        if batch is not None and not isinstance(batch, Batch):
+            raise invalid_argument("basp.Plan: batch (a %s) is not a basp.Batch" % type(batch).__name__)
         heads = _head_counts(num_heads)
         queries = _query_head_counts(query_heads, heads)
         desc = _abi.PlanDesc(layout=_layout_value(layout), dtype=_arrays.basp_dtype(dtype, "basp.Plan: dtype"),
@@ -181,15 +192,22 @@ class Plan(Handle):
             # plan than the one asked for: refuse instead.
             _library.require("basp_scatter_tokens", "basp.Plan (query_heads or layout THD)")
         handle = ctypes.c_void_p()
-        _library.check(_library.lib().basp_plan_create(comm.handle, ctypes.byref(desc), ctypes.byref(handle)))
+        if batch is None:
+            _library.check(_library.lib().basp_plan_create(comm.handle, ctypes.byref(desc), ctypes.byref(handle)))
+        else:
+            create = _library.require("basp_batch_plan_create", "basp.Plan (batch)")
+            struct, keep = batch._struct()
+            _library.check(create(comm.handle, ctypes.byref(desc), ctypes.byref(struct), ctypes.byref(handle)))
+            del keep  # the library copied what it needs
         self._adopt_handle(handle.value)
         try:
-            self._init_fields(comm, desc, heads, queries)
+            self._init_fields(comm, desc, heads, queries, batch)
         except BaseException:
             self.close()  # now, not whenever the garbage collector gets to a half-made plan
             raise
 
-    def _init_fields(self, comm: CommHandle, desc: _abi.PlanDesc, heads: List[int], queries: List[int]) -> None:
+    def _init_fields(self, comm: CommHandle, desc: _abi.PlanDesc, heads: List[int], queries: List[int],
+                     batch: Optional[Batch] = None) -> None:
         self.comm = comm
         self.backend: Union[Backend, int] = comm.backend
         self.layout = Layout(desc.layout)  # the library accepted them: known values
@@ -206,6 +224,24 @@ class Plan(Handle):
         rank = _abi.RankInfoStruct()
         _library.check(_library.lib().basp_comm_query(comm.handle, -1, 0, ctypes.byref(rank)))
         self._position = int(rank.group_position)
+        if batch is not None:
+            self.batch = batch.for_rank(int(rank.rank))
+            self._position = self.batch.group_position
+            self._check_batch(self.batch)
+
+    def _check_batch(self, batch: Batch) -> None:
+        """The library's batch plan against the binding's reading of the same Batch (group, tokens), so that the
+        shapes the binding computes for a call are the library's."""
+        info = self.info
+        expect = (batch.group_size, 1 if batch.thd else batch.num_sequences)
+        begin_end = batch.token_range(None if batch.thd else self.seq_len)
+        if (info.group_size, info.local_sequences) != expect or (info.token_begin, info.token_end) != begin_end:
+            raise Error(_abi.Status.ERROR_INTERNAL, "basp.Plan (batch): the library reports K %d, b_loc %d and "
+                        "tokens %d..%d for rank %d of %r; the binding expects K %d, b_loc %d and tokens %d..%d" % (
+                            info.group_size, info.local_sequences, info.token_begin, info.token_end, batch.rank,
+                            batch, expect[0], expect[1], begin_end[0], begin_end[1]))
+        if batch.thd:
+            self._batch_tokens = batch.stream_tokens
 
     @property
     def num_tensors(self) -> int:
@@ -277,6 +313,8 @@ class Plan(Handle):
 
     def _tokens_argument(self, where: str, num_tokens: Optional[int]) -> Optional[int]:
         """What the *_tokens function gets: None for a plain basp_scatter/basp_gather call."""
+        if self.layout == Layout.THD and num_tokens is None and self._batch_tokens is not None:
+            return self._batch_tokens  # a THD batch plan moves its group's stream
         if self.layout == Layout.THD and num_tokens is None:
             raise invalid_argument("%s: num_tokens is required for a THD plan: the T tokens of the group's stream in "
                                    "this call (0..%d)" % (where, self.token_capacity))
@@ -403,9 +441,14 @@ class Plan(Handle):
     def _describe(self) -> str:
         tokens = "capacity=%d" % self.token_capacity if self.layout == Layout.THD else "S=%d" % self.seq_len
         queries = ", query_heads=%r" % self.query_heads if any(self.query_heads) else ""
-        return "%s, %s, %s, D=%d, heads=%r%s, K=%d, b_loc=%d" % (
+        batch = ""
+        if getattr(self, "batch", None) is not None:
+            batch = ", batch group %d of %d" % (self.batch.group_index, self.batch.num_groups)
+            if self._batch_tokens is not None:
+                batch += ", T=%d" % self._batch_tokens
+        return "%s, %s, %s, D=%d, heads=%r%s, K=%d, b_loc=%d%s" % (
             self.layout.name, self.dtype.name, tokens, self.head_dim, self.num_heads, queries, self.info.group_size,
-            self.info.local_sequences)
+            self.info.local_sequences, batch)
 
 
 def _info_or_none(x: Any, name: str) -> Optional[ArrayInfo]:

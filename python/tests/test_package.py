@@ -103,7 +103,7 @@ def _public_functions(module):
 
 
 def _hinted_modules():
-    mods = [basp.comm, basp.plan, basp.data, basp.errors, basp.oob, basp._handle]
+    mods = [basp.batch, basp.comm, basp.plan, basp.data, basp.errors, basp.oob, basp._handle]
     try:
         mods.append(importlib.import_module("basp.torch"))
     except ImportError:  # no PyTorch: basp.torch cannot be imported at all
