@@ -83,10 +83,16 @@ std::vector<GroupTraffic> membership_traffic(const plan::PlacementInput& machine
       out[g].node_bytes = std::max(out[g].node_bytes, local);
     }
   }
+  // A group pays the busiest link among the nodes where it sends off the node itself (as plan::predict_batch).
   for (size_t g = 0; g < members.size(); ++g) {
-    for (int32_t r : members[g]) {
-      const auto it = network.find(machine.ranks[static_cast<size_t>(r)].node);
-      if (it != network.end()) out[g].network_bytes = std::max(out[g].network_bytes, it->second);
+    const auto& m = members[g];
+    for (size_t r = 0; r < m.size(); ++r) {
+      const plan::RankPlace& pr = machine.ranks[static_cast<size_t>(m[r])];
+      bool crosses = false;
+      for (size_t j = 0; j < m.size() && !crosses; ++j) {
+        crosses = j != r && chunk[g][r][j] > 0 && !same_link_domain(pr, machine.ranks[static_cast<size_t>(m[j])]);
+      }
+      if (crosses) out[g].network_bytes = std::max(out[g].network_bytes, network[pr.node]);
     }
   }
   return out;
