@@ -8,11 +8,14 @@
 // named, the planner's answer identical on every rank and exchanged bit-exactly, and last a rank that skipped a
 // batch plan (MISMATCH naming the plan numbers).
 //
-// usage: test_batch [steps] [seed] [timeout|calibrate]   (only the case of a rank that believes it is alone, or only
-// basp_comm_calibrate with the export and import of its model)
+// usage: test_batch [steps] [seed] [timeout|calibrate|threads]
+//   timeout:   only the case of a rank that believes it is alone
+//   calibrate: only basp_comm_calibrate, with the export and import of its model
+//   threads:   only the serialisation of one comm's batch executes (2 ranks, MPI_THREAD_MULTIPLE)
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "basp/basp.h"
@@ -573,17 +577,79 @@ void calibrate_case() {
   basp_comm_destroy(comm);
 }
 
+// Executes of one comm's batch plans are serialised: while rank 0's thread waits in a scatter of plan P for rank 1
+// (which arrives 500 ms late), a scatter of another batch plan of the same comm on rank 0's main thread fails at
+// once with INVALID_ARGUMENT; P then completes bit-exactly. Needs MPI_THREAD_MULTIPLE.
+void threads_case() {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE || g_size != 2) {
+    if (g_rank == 0) std::printf("threads case: needs 2 ranks and MPI_THREAD_MULTIPLE (skipped)\n");
+    std::exit(77);
+  }
+  basp_comm_t comm = make_comm(60000);
+  Step pair;
+  pair.m.sizes = {2};
+  pair.m.ranks = {0, 1};
+  pair.layout = BASP_LAYOUT_BSHD;
+  pair.seq_len = 4;
+  pair.head_dim = 1;
+  pair.heads = {2};
+  pair.split = {2};
+  pair.group_docs = {1};
+  Step alone = pair;
+  alone.m.sizes = {1, 1};
+  alone.group_docs = {1, 1};
+  const basp_plan_desc_t d = desc_of(pair);
+  BatchArrays a = batch_of(pair);
+  BatchArrays b = batch_of(alone);
+  basp_plan_t p = nullptr;
+  basp_plan_t q = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &p) == BASP_SUCCESS, "threads: create P: %s", basp_last_error());
+  EXPECT(basp_batch_plan_create(comm, &d, &b.b, &q) == BASP_SUCCESS, "threads: create Q: %s", basp_last_error());
+  std::vector<float> in(4, static_cast<float>(g_rank + 1)), out(4, kPoisonValue), qin(8, 3.0f), qout(8, kPoisonValue);
+  const void* ins[1] = {in.data()};
+  void* outs[1] = {out.data()};
+  if (g_rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT(basp_scatter(p, ins, outs, nullptr) == BASP_SUCCESS, "threads: rank 1 scatter: %s", basp_last_error());
+  } else {
+    basp_status_t in_thread = BASP_ERROR_INTERNAL;
+    std::thread t([&] { in_thread = basp_scatter(p, ins, outs, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const void* qi[1] = {qin.data()};
+    void* qo[1] = {qout.data()};
+    const basp_status_t second = basp_scatter(q, qi, qo, nullptr);
+    EXPECT(second == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "one at a time"),
+           "threads: a concurrent batch execute got %s (%s), expected INVALID_ARGUMENT", basp_status_string(second),
+           basp_last_error());
+    t.join();
+    EXPECT(in_thread == BASP_SUCCESS, "threads: the first execute got %s", basp_status_string(in_thread));
+    // Rank 0 holds head 0 of all 4 tokens: its own 2 tokens (value 1) and rank 1's (value 2).
+    EXPECT(out[0] == 1.0f && out[1] == 1.0f && out[2] == 2.0f && out[3] == 2.0f, "threads: scatter gave %g %g %g %g",
+           out[0], out[1], out[2], out[3]);
+    EXPECT(basp_scatter(q, qi, qo, nullptr) == BASP_SUCCESS, "threads: Q afterwards: %s", basp_last_error());
+  }
+  basp_plan_destroy(q);
+  basp_plan_destroy(p);
+  basp_comm_destroy(comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 40;
   uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261202;
   const bool timeout_only = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
   const bool calibrate_only = argc > 3 && std::strcmp(argv[3], "calibrate") == 0;
-  if (timeout_only) {
+  const bool threads_only = argc > 3 && std::strcmp(argv[3], "threads") == 0;
+  if (threads_only) {
+    threads_case();
+  } else if (timeout_only) {
     if (g_size >= 2) timeout_case();
   } else if (calibrate_only) {
     calibrate_case();
