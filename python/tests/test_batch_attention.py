@@ -1,0 +1,163 @@
+"""BaspAttention over batch plans (issue 16) against float64 single-process attention, on the CPU over the MPI
+backend: every step a new membership (the planner's answer under a cost model that makes groups of several ranks,
+and memberships written here with random group sizes and permuted ranks, groups without documents included), each
+group attending over its whole packed stream, causal within each document. Output and the gradients of Q, K and V
+on every rank equal the rank's slice (basp.data.pack_batch) of the reference, computed here per document
+independently of basp.torch (query head h reads K/V head h // (Hq / Hkv), selected by index). Also: layers of one
+shape share a batch's plans, the plans live on the batch, prepare(batch=...) makes them ahead, and a batch that
+describes another rank or a non-THD layer is refused.
+
+Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) only where PyTorch is not installed."""
+import math
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("PyTorch is not installed: skipped", flush=True)
+    sys.exit(77)
+import numpy as np
+from mpi4py import MPI
+
+import basp
+import basp.torch as bt
+from harness import check, expect_error, run
+
+WORLD = MPI.COMM_WORLD
+N = WORLD.Get_size()
+RANK = WORLD.Get_rank()
+D = 4
+TOLERANCE = {torch.float32: (1e-4, 2e-5), torch.float64: (1e-10, 1e-12)}
+MODEL = basp.CostModel(a0=2e-5, a1=5e-6, beta_node=2e-10, beta_network=8e-11, c2=1e-6, c1=1e-7)
+
+torch.set_num_threads(1)
+
+
+def reference(q, k, v, dout, causal):
+    """Attention over one whole document [L, H, D] in float64; returns out, dq, dk, dv."""
+    q, k, v = (x.double().detach().requires_grad_() for x in (q, k, v))
+    hq, hkv, s = q.shape[1], k.shape[1], q.shape[0]
+    kv_of = torch.arange(hq) // (hq // hkv)
+    kk, vv = k.index_select(1, kv_of), v.index_select(1, kv_of)
+    scores = torch.einsum("qhd,khd->hqk", q, kk) / math.sqrt(D)
+    if causal:
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), vv)
+    (out * dout.double()).sum().backward()
+    return [out.detach(), q.grad, k.grad, v.grad]
+
+
+def close(got, ref, dtype, what):
+    rtol, atol = TOLERANCE[dtype]
+    err = (got.double() - ref).abs().max().item() if got.numel() and got.shape == ref.shape else 0.0
+    check.true(got.shape == ref.shape and torch.allclose(got.double(), ref, rtol=rtol, atol=atol),
+               "%s: shapes %s / %s, max abs error %.3g" % (what, tuple(got.shape), tuple(ref.shape), err))
+
+
+def drawn_batch(rng, lengths):
+    """A membership written here: random group sizes, the world's ranks permuted, documents to groups at random
+    (a group may have none), each group's stream in an order of its own."""
+    sizes, left = [], N
+    while left:
+        k = int(rng.randint(1, left + 1))
+        sizes.append(k)
+        left -= k
+    ranks = [int(r) for r in rng.permutation(N)]
+    groups, at = [], 0
+    for k in sizes:
+        groups.append(ranks[at:at + k])
+        at += k
+    owner = rng.randint(0, len(groups), size=len(lengths))
+    order = rng.permutation(len(lengths))
+    return basp.Batch(groups, docs=[[int(d) for d in order if owner[d] == g] for g in range(len(groups))],
+                      lengths=lengths)
+
+
+def batch_step(comm, layer, batch, hq, hkv, causal, dtype, seed, what):
+    lengths = batch.lengths
+    g = torch.Generator().manual_seed(seed)
+    docs = [[torch.randn(n, h, D, generator=g, dtype=torch.float64) for h in (hq, hkv, hkv, hq)] for n in lengths]
+    # The reference of every document of this rank's group (the others are never read by pack_batch).
+    mine = set(batch.for_rank(RANK).group_docs)
+    # Others get zeros of the reference's shapes: an empty group's slice takes its trailing shape from document 0.
+    refs = [reference(*doc[:3], doc[3], causal) if i in mine else
+            [torch.zeros(n, h, D, dtype=torch.float64) for h in (hq, hq, hkv, hkv)]
+            for i, (n, doc) in enumerate(zip(lengths, docs))]
+
+    def pack(i, source):
+        documents = [(r[i] if source == "ref" else d[i]) for d, r in zip(docs, refs)]
+        return basp.data.pack_batch(documents, batch, rank=RANK).tokens
+
+    leaves = [pack(i, "in").to(dtype).requires_grad_() for i in range(3)]
+    out = layer(*leaves, batch=batch)
+    (out * pack(3, "in").to(dtype)).sum().backward()
+    view = batch.for_rank(RANK)
+    what = "%s: N=%d Hq=%d Hkv=%d causal=%s %s, groups %r, this rank's group %d (T=%d, docs %r)" % (
+        what, N, hq, hkv, causal, dtype, batch.groups, view.group_index, view.stream_tokens, view.group_docs)
+    for i, (name, got) in enumerate(zip(("out", "dq", "dk", "dv"), [out] + [x.grad for x in leaves])):
+        close(got, pack(i, "ref"), dtype, "%s, %s" % (name, what))
+
+
+def test_planned_batches():
+    with basp.Comm(WORLD, batch_capacity=1 << 12) as comm:
+        comm.cost_model = MODEL
+        rng = np.random.RandomState(3)
+        cases = [(4, 2, True, torch.float64), (6, 1, True, torch.float64), (2 * N + 1, 1, False, torch.float32),
+                 (8, 8, True, torch.float32)]
+        sizes = set()
+        for c, (hq, hkv, causal, dtype) in enumerate(cases):
+            layer = bt.BaspAttention(comm, hq, D, num_kv_heads=hkv, causal=causal, layout="thd")
+            for step in range(3):
+                lengths = [int(x) for x in rng.randint(1, 24 * N, size=int(rng.randint(1, 2 * N + 2)))]
+                batch = comm.plan_batch(lengths, hq, hkv, D, dtype)
+                sizes.update(len(grp) for grp in batch.groups)
+                batch_step(comm, layer, batch, hq, hkv, causal, dtype, 100 * c + step,
+                           "case %d step %d (planned)" % (c, step))
+        check.true(max(sizes) > 1 or N == 1, "the planner made a group of several ranks (sizes %r)" % sorted(sizes))
+
+
+def test_drawn_memberships():
+    with basp.Comm(WORLD, micro_batch=0, batch_capacity=1 << 12) as comm:
+        rng = np.random.RandomState(11)
+        for c, (hq, hkv, causal) in enumerate([(4, 2, True), (3, 3, False), (2 * N + 2, 2, True)]):
+            layer = bt.BaspAttention(comm, hq, D, num_kv_heads=hkv, causal=causal, layout="thd")
+            for step in range(4):
+                lengths = [int(x) for x in rng.randint(1, 6 * N + 2, size=int(rng.randint(1, 2 * N + 2)))]
+                batch = drawn_batch(rng, lengths)
+                batch_step(comm, layer, batch, hq, hkv, causal, torch.float64, 1000 + 100 * c + step,
+                           "case %d step %d (drawn)" % (c, step))
+
+
+def test_layers_share_a_batchs_plans():
+    with basp.Comm(WORLD, batch_capacity=1 << 12) as comm:
+        lengths = [5, 3 * N + 1, 2]
+        batch = basp.Batch([list(reversed(range(N)))], docs=[[2, 0, 1]], lengths=lengths)
+        first = bt.BaspAttention(comm, 4, D, num_kv_heads=2, causal=True, layout="thd")
+        second = bt.BaspAttention(comm, 4, D, num_kv_heads=2, causal=True, layout="thd")
+        other = bt.BaspAttention(comm, 2, D, causal=True, layout="thd")
+        first.prepare(dtype=torch.float64, batch=batch)
+        check.equal(len(batch._attention_plans), 1, "prepare(batch=...) made the batch's plans")
+        batch_step(comm, first, batch, 4, 2, True, torch.float64, 7, "first layer")
+        batch_step(comm, second, batch, 4, 2, True, torch.float64, 8, "second layer")
+        check.equal(len(batch._attention_plans), 1, "layers of one shape share the batch's plans")
+        batch_step(comm, other, batch, 2, 2, True, torch.float64, 9, "a layer of another shape")
+        check.equal(len(batch._attention_plans), 2, "a layer of another shape has plans of its own")
+        plans = list(batch._attention_plans.values())[0]
+        check.equal(plans.qkv.batch.group_position, list(reversed(range(N))).index(RANK),
+                    "the plans describe this rank's position")
+        q = torch.zeros(1, 4, D, dtype=torch.float64)
+        elsewhere = batch.for_rank((RANK + 1) % N)
+        if N > 1:
+            expect_error(lambda: first(q, q[:, :2], q[:, :2], batch=elsewhere), basp.Status.ERROR_INVALID_ARGUMENT,
+                         "describes rank")
+        expect_error(lambda: first(q, q[:, :2], q[:, :2], batch=batch, cu_seqlens=[0, 1]),
+                     basp.Status.ERROR_INVALID_ARGUMENT, "come from the batch")
+        expect_error(lambda: first(q, q[:, :2], q[:, :2], cu_seqlens=[0, 1]), basp.Status.ERROR_INVALID_ARGUMENT,
+                     "no token_capacity")
+        bshd = bt.BaspAttention(comm, 4, D, layout="bshd")
+        x = torch.zeros(1, 1, 4, D)
+        expect_error(lambda: bshd(x, x, x, batch=batch), basp.Status.ERROR_INVALID_ARGUMENT, "layout THD")
+
+
+if __name__ == "__main__":
+    run(globals(), WORLD, sys.argv)
