@@ -4,8 +4,8 @@ and memberships written here with random group sizes and permuted ranks, groups 
 group attending over its whole packed stream, causal within each document. Output and the gradients of Q, K and V
 on every rank equal the rank's slice (basp.data.pack_batch) of the reference, computed here per document
 independently of basp.torch (query head h reads K/V head h // (Hq / Hkv), selected by index). Also: layers of one
-shape share a batch's plans, the plans live on the batch, prepare(batch=...) makes them ahead, and a batch that
-describes another rank or a non-THD layer is refused.
+shape share a batch's plans, the plans live on the batch, prepare(batch=...) makes them ahead (and a compiled
+forward then traces, PyTorch >= 2.4), and a batch that describes another rank or a non-THD layer is refused.
 
 Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) only where PyTorch is not installed."""
 import math
@@ -157,6 +157,32 @@ def test_layers_share_a_batchs_plans():
         bshd = bt.BaspAttention(comm, 4, D, layout="bshd")
         x = torch.zeros(1, 1, 4, D)
         expect_error(lambda: bshd(x, x, x, batch=batch), basp.Status.ERROR_INVALID_ARGUMENT, "layout THD")
+
+
+def test_compiled_forward_with_prepared_batch():
+    """torch.compile(fullgraph=True) traces a forward with a batch whose plans prepare(batch=...) made (PyTorch >=
+    2.4, the custom operators; eager only on older PyTorch), forward and backward equal to the eager layer's."""
+    with basp.Comm(WORLD, batch_capacity=1 << 12) as comm:
+        layer = bt.BaspAttention(comm, 4, D, num_kv_heads=2, causal=True, layout="thd")
+        batch = basp.Batch([list(reversed(range(N)))], docs=[[1, 0]], lengths=[2 * N + 3, N + 1], rank=RANK)
+        layer.prepare(dtype=torch.float64, batch=batch)
+        n = batch.token_end - batch.token_begin
+        g = torch.Generator().manual_seed(5)
+        x = [torch.randn(n, h, D, generator=g, dtype=torch.float64) for h in (4, 2, 2)]
+        eager = [t.clone().requires_grad_() for t in x]
+        want = layer(*eager, batch=batch)
+        want.sum().backward()
+        if not bt.HAVE_CUSTOM_OPS:
+            check.equal(want.shape, (n, 4, D), "eager forward (no custom operators on PyTorch %s: not compiled)" %
+                        torch.__version__)
+            return
+        traced = [t.clone().requires_grad_() for t in x]
+        fn = torch.compile(lambda q, k, v: layer(q, k, v, batch=batch), fullgraph=True, backend="eager")
+        got = fn(*traced)
+        got.sum().backward()
+        check.true(torch.equal(got, want), "compiled forward equals the eager one")
+        for name, a, b in zip("qkv", traced, eager):
+            check.true(torch.equal(a.grad, b.grad), "compiled d%s equals the eager one" % name)
 
 
 if __name__ == "__main__":
