@@ -32,6 +32,7 @@ from . import data
 
 __all__ = [
     "Backend", "Batch", "Comm", "CommConfig", "CostModel", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS",
-    "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo", "RankInfoStruct",
-    "Status", "data", "features", "last_error", "library_path", "load_library", "nccl_library", "status_string", "version",
+    "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo",
+    "RankInfoStruct", "Status", "data", "features", "last_error", "library_path", "load_library", "nccl_library",
+    "status_string", "version",
 ]

@@ -261,7 +261,8 @@ def test_pack_batch_against_slicing():
                         "%s: the batch's token range" % what)
             # Another rank's view, without MPI: what that rank would pack.
             other = (RANK + 1) % N
-            og, opos, ok = batch.position_of(other)[0], batch.position_of(other)[1], len(batch.groups[batch.position_of(other)[0]])
+            og, opos = batch.position_of(other)
+            ok = len(batch.groups[og])
             ostream = [documents[d] for d in batch.docs[og]]
             owhole = np.concatenate(ostream) if ostream else np.zeros((0, 3), np.float32)
             otok = split_bounds(len(owhole), ok)
