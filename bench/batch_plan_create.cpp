@@ -100,7 +100,6 @@ void BM_PlanBatch(benchmark::State& state) {
   state.counters["groups"] = out.num_groups;
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/rank_list.h"
 #include "common/split.h"
 #include "plan/dtype.h"
 #include "runtime/plan.h"
@@ -171,11 +172,7 @@ std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const b
   group.group.members = members;
   group.group.position =
       static_cast<int32_t>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
-  group.group.where = "batch group " + std::to_string(g) + " (world ranks " + [&] {
-    std::string list;
-    for (size_t i = 0; i < members.size(); ++i) list += (i ? "," : "") + std::to_string(members[i]);
-    return list;
-  }() + ")";
+  group.group.where = "batch group " + std::to_string(g) + " (world ranks " + detail::compress_ranks(members) + ")";
   group.group.timeout_ms = comm->options().timeout_ms;
   group.group.world_rank = comm->rank();
   group.group.world_size = world;
