@@ -34,38 +34,6 @@ struct MixedUnit {
   std::vector<std::pair<int32_t, int32_t>> parts;  // (size, group index)
 };
 
-PartitionProblem mixed_unit_problem(const PlacementInput& in, const MixedUnit& unit) {
-  PartitionProblem p;
-  p.size = static_cast<int32_t>(unit.ranks.size());
-  const auto m = static_cast<size_t>(p.size);
-  p.bandwidth.assign(m * m, 0);
-  p.locality.assign(m * m, kLocalitySystem);
-  auto it = in.nodes.find(unit.node);
-  if (it != in.nodes.end()) {
-    const NodeLinks& links = it->second;
-    for (size_t a = 0; a < m; ++a) {
-      const int32_t ga = in.ranks[static_cast<size_t>(unit.ranks[a])].gpu;
-      for (size_t b = 0; b < m; ++b) {
-        const int32_t gb = in.ranks[static_cast<size_t>(unit.ranks[b])].gpu;
-        p.bandwidth[a * m + b] = std::min(links.bandwidth_between(ga, gb), links.bandwidth_between(gb, ga));
-        p.locality[a * m + b] = std::min(links.locality_between(ga, gb), links.locality_between(gb, ga));
-      }
-    }
-  }
-  for (const auto& part : unit.parts) p.part_sizes.push_back(part.first);
-  return p;
-}
-
-std::string mixed_cache_key(const PartitionProblem& p) {
-  std::string key;
-  auto append = [&key](const void* data, size_t bytes) { key.append(static_cast<const char*>(data), bytes); };
-  append(&p.size, sizeof(p.size));
-  append(p.part_sizes.data(), p.part_sizes.size() * sizeof(int32_t));
-  append(p.bandwidth.data(), p.bandwidth.size() * sizeof(uint32_t));
-  append(p.locality.data(), p.locality.size());
-  return key;
-}
-
 // Free ranks per unit, searchable by count: (free, unit) pairs, units with no free rank absent.
 using FreeSet = std::set<std::pair<int32_t, int32_t>>;
 
@@ -193,8 +161,10 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
   std::vector<std::vector<int32_t>> members(sizes.size());
   std::unordered_map<std::string, std::vector<int32_t>> solved;
   for (const MixedUnit& unit : units) {
-    const PartitionProblem problem = mixed_unit_problem(input, unit);
-    std::string key = mixed_cache_key(problem);
+    std::vector<int32_t> sizes;
+    for (const auto& part : unit.parts) sizes.push_back(part.first);
+    const PartitionProblem problem = node_partition_problem(input, unit.node, unit.ranks, std::move(sizes));
+    std::string key = partition_cache_key(problem);
     auto it = solved.find(key);
     if (it == solved.end()) it = solved.emplace(std::move(key), partition_node(problem)).first;
     const std::vector<int32_t>& part_of = it->second;

@@ -12,6 +12,40 @@
 
 namespace basp::plan {
 
+PartitionProblem node_partition_problem(const PlacementInput& in, uint64_t node, const std::vector<int32_t>& ranks,
+                                        std::vector<int32_t> part_sizes) {
+  PartitionProblem p;
+  p.size = static_cast<int32_t>(ranks.size());
+  const auto m = static_cast<size_t>(p.size);
+  p.bandwidth.assign(m * m, 0);
+  p.locality.assign(m * m, kLocalitySystem);
+  auto it = in.nodes.find(node);
+  if (it != in.nodes.end()) {
+    const NodeLinks& links = it->second;
+    for (size_t a = 0; a < m; ++a) {
+      const int32_t ga = in.ranks[static_cast<size_t>(ranks[a])].gpu;
+      for (size_t b = 0; b < m; ++b) {
+        const int32_t gb = in.ranks[static_cast<size_t>(ranks[b])].gpu;
+        // Both directions must carry the traffic of an all-to-all: the weaker one counts.
+        p.bandwidth[a * m + b] = std::min(links.bandwidth_between(ga, gb), links.bandwidth_between(gb, ga));
+        p.locality[a * m + b] = std::min(links.locality_between(ga, gb), links.locality_between(gb, ga));
+      }
+    }
+  }
+  p.part_sizes = std::move(part_sizes);
+  return p;
+}
+
+std::string partition_cache_key(const PartitionProblem& p) {
+  std::string key;
+  auto append = [&key](const void* data, size_t bytes) { key.append(static_cast<const char*>(data), bytes); };
+  append(&p.size, sizeof(p.size));
+  append(p.part_sizes.data(), p.part_sizes.size() * sizeof(int32_t));
+  append(p.bandwidth.data(), p.bandwidth.size() * sizeof(uint32_t));
+  append(p.locality.data(), p.locality.size());
+  return key;
+}
+
 uint32_t NodeLinks::bandwidth_between(int32_t a, int32_t b) const {
   if (a < 0 || b < 0 || a >= num_gpus || b >= num_gpus || a == b) return 0;
   return bandwidth[static_cast<size_t>(a) * static_cast<size_t>(num_gpus) + static_cast<size_t>(b)];
@@ -145,36 +179,9 @@ void check_input(const PlacementInput& in) {
 }
 
 PartitionProblem unit_problem(const PlacementInput& in, const Unit& unit) {
-  PartitionProblem p;
-  p.size = static_cast<int32_t>(unit.ranks.size());
-  const auto m = static_cast<size_t>(p.size);
-  p.bandwidth.assign(m * m, 0);
-  p.locality.assign(m * m, kLocalitySystem);
-  auto it = in.nodes.find(unit.node);
-  if (it != in.nodes.end()) {
-    const NodeLinks& links = it->second;
-    for (size_t a = 0; a < m; ++a) {
-      const int32_t ga = in.ranks[static_cast<size_t>(unit.ranks[a])].gpu;
-      for (size_t b = 0; b < m; ++b) {
-        const int32_t gb = in.ranks[static_cast<size_t>(unit.ranks[b])].gpu;
-        // Both directions must carry the traffic of an all-to-all: the weaker one counts.
-        p.bandwidth[a * m + b] = std::min(links.bandwidth_between(ga, gb), links.bandwidth_between(gb, ga));
-        p.locality[a * m + b] = std::min(links.locality_between(ga, gb), links.locality_between(gb, ga));
-      }
-    }
-  }
-  for (const auto& part : unit.parts) p.part_sizes.push_back(part.first);
-  return p;
-}
-
-std::string cache_key(const PartitionProblem& p) {
-  std::string key;
-  auto append = [&key](const void* data, size_t bytes) { key.append(static_cast<const char*>(data), bytes); };
-  append(&p.size, sizeof(p.size));
-  append(p.part_sizes.data(), p.part_sizes.size() * sizeof(int32_t));
-  append(p.bandwidth.data(), p.bandwidth.size() * sizeof(uint32_t));
-  append(p.locality.data(), p.locality.size());
-  return key;
+  std::vector<int32_t> sizes;
+  for (const auto& part : unit.parts) sizes.push_back(part.first);
+  return node_partition_problem(in, unit.node, unit.ranks, std::move(sizes));
 }
 
 struct PairHash {
@@ -246,7 +253,7 @@ std::vector<std::vector<int32_t>> place_groups(const PlacementInput& input, int3
   std::unordered_map<std::string, std::vector<int32_t>> solved;
   for (const Unit& unit : units) {
     const PartitionProblem problem = unit_problem(input, unit);
-    std::string key = cache_key(problem);
+    std::string key = partition_cache_key(problem);
     auto it = solved.find(key);
     if (it == solved.end()) it = solved.emplace(std::move(key), partition_node(problem)).first;
     const std::vector<int32_t>& part_of = it->second;

@@ -17,8 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "plan/node_partition.h"
 
 namespace basp::plan {
 
@@ -58,5 +61,12 @@ struct PlacementInput {
 // range. Cost: O(N log N) for the hierarchy and packing, plus one node partition per distinct node shape (see
 // node_partition.h): identical nodes are solved once, so 65,536 ranks on 8-GPU nodes plan in milliseconds.
 std::vector<std::vector<int32_t>> place_groups(const PlacementInput& input, int32_t num_groups);
+
+// Shared by place_groups and place_mixed_groups (mixed_placement.cpp): the partition problem of one node's `ranks`
+// (ascending) into parts of `part_sizes`, its links the weaker direction of each pair's; and a key for a cache of
+// solved problems (nodes of one shape are solved once).
+PartitionProblem node_partition_problem(const PlacementInput& in, uint64_t node, const std::vector<int32_t>& ranks,
+                                        std::vector<int32_t> part_sizes);
+std::string partition_cache_key(const PartitionProblem& p);
 
 }  // namespace basp::plan
