@@ -27,6 +27,22 @@ class Checks:
 check = Checks()
 
 
+def random_membership(rng, world_size):
+    """Groups of random sizes summing to `world_size` over the world's ranks permuted (batch plans: any membership);
+    the same on every rank when `rng` (numpy.random.RandomState) has the same seed."""
+    sizes, left = [], world_size
+    while left:
+        k = int(rng.randint(1, left + 1))
+        sizes.append(k)
+        left -= k
+    ranks = [int(r) for r in rng.permutation(world_size)]
+    groups, at = [], 0
+    for k in sizes:
+        groups.append(ranks[at:at + k])
+        at += k
+    return groups
+
+
 def expect_error(fn, status, *fragments):
     """fn() must raise basp.Error with `status` and a message containing every fragment; returns the error."""
     import basp

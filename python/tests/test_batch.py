@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 import basp
-from harness import check, expect_error, run
+from harness import check, expect_error, random_membership, run
 
 WORLD = MPI.COMM_WORLD
 N = WORLD.Get_size()
@@ -53,21 +53,6 @@ def head_ranges(heads, split_heads, parts):
     return out
 
 
-def random_membership(rng):
-    """Group sizes summing to N (any sizes) and the world's ranks permuted: the same on every rank (shared seed)."""
-    sizes, left = [], N
-    while left:
-        k = int(rng.randint(1, left + 1))
-        sizes.append(k)
-        left -= k
-    ranks = [int(r) for r in rng.permutation(N)]
-    groups, at = [], 0
-    for k in sizes:
-        groups.append(ranks[at:at + k])
-        at += k
-    return groups
-
-
 def value(t, a, s, h, e):
     """An element's value from its global coordinates: tensor t, a = document (THD) or sequence (BSHD/SBHD) index,
     s = token in it, global head h, element e. Distinct and exact in FP64 (and under sums of a few)."""
@@ -76,7 +61,7 @@ def value(t, a, s, h, e):
 
 def draw_step(rng):
     """One step: a membership, a layout, heads and a batch description."""
-    groups = random_membership(rng)
+    groups = random_membership(rng, N)
     layout = ["thd", "bshd", "sbhd"][int(rng.randint(0, 3))]
     head_dim = int(rng.randint(1, 4))
     hq = int(rng.randint(1, 2 * N + 3))
@@ -235,7 +220,7 @@ def test_pack_batch_against_slicing():
             if trial % 2:
                 batch = comm.plan_batch(lengths, 4, 4, 8, np.float32)
             else:
-                groups = random_membership(rng)
+                groups = random_membership(rng, N)
                 owner = rng.randint(0, len(groups), size=len(lengths))
                 order = rng.permutation(len(lengths))
                 batch = basp.Batch(groups, docs=[[int(d) for d in order if owner[d] == g] for g in range(len(groups))],

@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 import basp
 import basp.torch as bt
-from harness import check, expect_error, run
+from harness import check, expect_error, random_membership, run
 
 WORLD = MPI.COMM_WORLD
 N = WORLD.Get_size()
@@ -57,16 +57,7 @@ def close(got, ref, dtype, what):
 def drawn_batch(rng, lengths):
     """A membership written here: random group sizes, the world's ranks permuted, documents to groups at random
     (a group may have none), each group's stream in an order of its own."""
-    sizes, left = [], N
-    while left:
-        k = int(rng.randint(1, left + 1))
-        sizes.append(k)
-        left -= k
-    ranks = [int(r) for r in rng.permutation(N)]
-    groups, at = [], 0
-    for k in sizes:
-        groups.append(ranks[at:at + k])
-        at += k
+    groups = random_membership(rng, N)
     owner = rng.randint(0, len(groups), size=len(lengths))
     order = rng.permutation(len(lengths))
     return basp.Batch(groups, docs=[[int(d) for d in order if owner[d] == g] for g in range(len(groups))],
