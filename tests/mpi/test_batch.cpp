@@ -385,6 +385,64 @@ void error_cases(basp_comm_t comm) {
   const basp_status_t rc = basp_batch_plan_create(comm, &thd, &over, &plan);
   EXPECT(rc == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "batch_capacity"),
          "a batch over capacity: got %s (%s)", basp_status_string(rc), basp_last_error());
+  // The C ABI's guards: handles, struct headers, output pointers, model values.
+  {
+    basp_plan_t none = nullptr;
+    EXPECT(basp_batch_plan_create(nullptr, &d, &b, &none) == BASP_ERROR_INVALID_HANDLE, "NULL comm: %s",
+           basp_last_error());
+    basp_batch_t bad = b;
+    bad.magic = 0;
+    EXPECT(basp_batch_plan_create(comm, &d, &bad, &none) == BASP_ERROR_BAD_STRUCT &&
+               contains(basp_last_error(), "batch->magic"),
+           "a batch without its magic: %s", basp_last_error());
+    EXPECT(basp_batch_plan_create(comm, &d, &b, nullptr) == BASP_ERROR_NULL_POINTER, "NULL plan: %s",
+           basp_last_error());
+    EXPECT(basp_comm_calibrate(nullptr, 0, 0) == BASP_ERROR_INVALID_HANDLE, "calibrate(NULL): %s", basp_last_error());
+    EXPECT(basp_comm_calibrate(comm, 17, 0) == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "max_bytes"),
+           "calibrate with 17 bytes: %s", basp_last_error());
+    EXPECT(basp_comm_import_cost_model(comm, nullptr) == BASP_ERROR_NULL_POINTER, "import(NULL): %s",
+           basp_last_error());
+    EXPECT(basp_comm_export_cost_model(comm, nullptr, 8, nullptr) == BASP_ERROR_NULL_POINTER, "export(NULL, 8): %s",
+           basp_last_error());
+    basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
+    EXPECT(basp_comm_get_cost_model(comm, &m) == BASP_SUCCESS, "get_cost_model: %s", basp_last_error());
+    const double before = m.a0;
+    m.a0 = -1.0;
+    EXPECT(basp_comm_set_cost_model(comm, &m) == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "a0"),
+           "a negative a0: %s", basp_last_error());
+    basp_comm_get_cost_model(comm, &m);
+    EXPECT(m.a0 == before, "a refused model changed a0");
+    basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
+    std::vector<int32_t> out(static_cast<size_t>(g_size));
+    basp_batch_t answer = BASP_BATCH_INITIALIZER;
+    EXPECT(basp_comm_plan_batch(comm, &p, out.data(), out.data(), out.data(), out.data(), &answer, nullptr) ==
+                   BASP_ERROR_INVALID_ARGUMENT &&
+               contains(basp_last_error(), "num_docs"),
+           "a problem without documents: %s", basp_last_error());
+  }
+  // A comm made without batch_capacity refuses batch plans by name; a negative capacity is refused at creation.
+  {
+    basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+    cfg.micro_batch = g_size;
+    basp_comm_t plain = nullptr;
+    EXPECT(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &plain) == BASP_SUCCESS, "plain comm: %s",
+           basp_last_error());
+    basp_plan_t none = nullptr;
+    EXPECT(basp_batch_plan_create(plain, &d, &b, &none) == BASP_ERROR_INVALID_ARGUMENT &&
+               contains(basp_last_error(), "batch_capacity"),
+           "a batch plan on a comm without batch_capacity: %s", basp_last_error());
+    basp_comm_destroy(plain);
+    cfg.batch_capacity = -5;
+    basp_comm_t bad = nullptr;
+    EXPECT(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &bad) == BASP_ERROR_INVALID_ARGUMENT &&
+               contains(basp_last_error(), "batch_capacity (-5)") && bad == nullptr,
+           "a negative batch_capacity: %s", basp_last_error());
+    cfg.batch_capacity = 0;
+    cfg.micro_batch = 0;
+    EXPECT(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &bad) == BASP_ERROR_INVALID_ARGUMENT &&
+               contains(basp_last_error(), "micro_batch (0)"),
+           "micro_batch 0 without batch_capacity: %s", basp_last_error());
+  }
   // basp_plan_create on a comm of batch plans only.
   basp_plan_t p = nullptr;
   const basp_status_t pc = basp_plan_create(comm, &d, &p);
