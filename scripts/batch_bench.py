@@ -12,7 +12,11 @@ attn  measures, in this process on one thread (torch.set_num_threads(1)), the ti
       softmax(Q K^T / sqrt(D) + causal mask) V written out. Writes {"c2", "c1", "samples", "torch", "method"}.
 run   runs, as root, build/bench/basp_batch_layer under scripts/sim-cluster (2 fake nodes x 4 ranks, block
       numbering, a 4 Gbit/s link) with the fitted coefficients times --scale.
-table prints the Markdown table of docs/benchmarks.md section 12 from the --json file(s) of run.
+      Arguments after "--" go to basp_batch_layer, e.g. "-- --equal-memory --calib-bytes 33554432 --calib-repeats 5"
+      (section 12.7: fixed K uncapped, the adaptive plan given the memory of the fastest fixed K; calibration sized
+      to the layer) or "-- --estimate" (prints the emulated attention of the whole run, runs nothing).
+table prints the Markdown table of docs/benchmarks.md section 12 from the --json file(s) of run (the equal-memory
+      table of 12.7 for a run with --equal-memory).
 """
 import argparse
 import json
@@ -100,11 +104,55 @@ def run(args, extra):
     return subprocess.call(cmd, env=env)
 
 
+def table_equal_memory(d):
+    import math
+    names = [n for n in ("K=1", "K=2", "K=4") if any(x["name"] == n for c in d["cases"] for x in c["configs"])]
+    print("| batch | docs | longest | " + "".join(n + " | " for n in names) + "Ulysses (K=8) | best fixed K: K, M, ms | "
+          "adaptive: capacity, groups | adaptive ms (pred) | best fixed / adaptive |")
+    print("| --- " * (len(names) + 8) + "|")
+    logs = []
+    for c in d["cases"]:
+        cf = {x["name"]: x for x in c["configs"]}
+        ad = cf["adaptive"]
+        fixed = [x for x in c["configs"] if x["name"] != "adaptive"]
+        best = min(fixed, key=lambda x: x["measured_s"])
+        sizes = [g.split("[")[0] for g in ad["groups"].split(" ")]
+
+        def cell(name):
+            if name not in cf:
+                return "doesn't fit"
+            x = cf[name]
+            return f"{x['measured_s'] * 1e3:.0f} ({x['predicted_s'] * 1e3:.0f}), M {x['max_rank_tokens']}"
+        ratio = best["measured_s"] / ad["measured_s"]
+        if c["batch"] != "uniform":
+            logs.append(math.log(ratio))
+        k = "8" if best["name"] == "Ulysses" else best["name"][2:]
+        print(f"| {c['batch']} | {c['num_docs']} | {c['longest']} | " + "".join(cell(n) + " | " for n in names) +
+              f"{cell('Ulysses')} | {k}, {best['max_rank_tokens']}, {best['measured_s'] * 1e3:.0f} | "
+              f"{c['adaptive_capacity']}, {'+'.join(sizes)} | {ad['measured_s'] * 1e3:.0f} "
+              f"({ad['planner_predicted_s'] * 1e3:.0f}) | {ratio:.2f} |")
+    if logs:
+        print(f"\ngeometric mean over {len(logs)} long-tail batches: {math.exp(sum(logs) / len(logs)):.2f}x "
+              f"(range {math.exp(min(logs)):.2f}-{math.exp(max(logs)):.2f}); uniform PASS: {d.get('uniform_pass')}")
+
+
 def table(args):
     import math
     for path in args.files:
         with open(path) as f:
             d = json.load(f)
+        if d.get("equal_memory"):
+            print(f"\n{path}: calibration max_bytes {d.get('calib_bytes')}, repeats {d.get('calib_repeats')}, "
+                  f"{d['calibrate_s']:.1f} s; model:\n{d.get('model_text', '')}")
+            table_equal_memory(d)
+            errs = [x["predicted_s"] / x["measured_s"] for c in d["cases"] for x in c["configs"]]
+            within = sum(1 for e in errs if abs(e - 1) <= 0.2)
+            print(f"predicted/measured: {min(errs):.2f}-{max(errs):.2f}, median {sorted(errs)[len(errs) // 2]:.2f}, "
+                  f"{within} of {len(errs)} within 20%")
+            for c in d["cases"]:
+                print(c["batch"] + ": " + ", ".join(f"{x['name']} {x['predicted_s'] / x['measured_s']:.2f}"
+                                                    for x in c["configs"]))
+            continue
         print(f"\n{path}: model a0 {d['model']['a0']:.3g} s, a1 {d['model']['a1']:.3g} s, beta_node "
               f"{d['model']['beta_node']:.3g} s/B, beta_network {d['model']['beta_network']:.3g} s/B, c2 "
               f"{d['model']['c2']:.3g}, c1 {d['model']['c1']:.3g}\n")
