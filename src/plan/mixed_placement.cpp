@@ -27,11 +27,8 @@ namespace basp::plan {
 
 namespace {
 
-struct MixedUnit {
-  uint64_t node = 0;
+struct MixedUnit : NodeShare {
   int32_t domain = 0;
-  std::vector<int32_t> ranks;                      // ascending
-  std::vector<std::pair<int32_t, int32_t>> parts;  // (size, group index)
 };
 
 // Free ranks per unit, searchable by count: (free, unit) pairs, units with no free rank absent.
@@ -158,24 +155,10 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
     }
   }
 
-  std::vector<std::vector<int32_t>> members(sizes.size());
-  std::unordered_map<std::string, std::vector<int32_t>> solved;
-  for (const MixedUnit& unit : units) {
-    std::vector<int32_t> sizes;
-    for (const auto& part : unit.parts) sizes.push_back(part.first);
-    const PartitionProblem problem = node_partition_problem(input, unit.node, unit.ranks, std::move(sizes));
-    std::string key = partition_cache_key(problem);
-    auto it = solved.find(key);
-    if (it == solved.end()) it = solved.emplace(std::move(key), partition_node(problem)).first;
-    const std::vector<int32_t>& part_of = it->second;
-    for (size_t e = 0; e < unit.ranks.size(); ++e) {
-      const int32_t group = unit.parts[static_cast<size_t>(part_of[e])].second;
-      members[static_cast<size_t>(group)].push_back(unit.ranks[e]);
-    }
-  }
-  for (auto& m : members) std::sort(m.begin(), m.end());
-  std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
-  return members;
+  std::vector<NodeShare> shares;
+  shares.reserve(units.size());
+  for (MixedUnit& unit : units) shares.push_back(std::move(static_cast<NodeShare&>(unit)));
+  return members_of_shares(input, shares, sizes.size());
 }
 
 }  // namespace basp::plan

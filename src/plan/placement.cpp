@@ -12,31 +12,43 @@
 
 namespace basp::plan {
 
-PartitionProblem node_partition_problem(const PlacementInput& in, uint64_t node, const std::vector<int32_t>& ranks,
-                                        std::vector<int32_t> part_sizes) {
+uint32_t NodeLinks::bandwidth_between(int32_t a, int32_t b) const {
+  if (a < 0 || b < 0 || a >= num_gpus || b >= num_gpus || a == b) return 0;
+  return bandwidth[static_cast<size_t>(a) * static_cast<size_t>(num_gpus) + static_cast<size_t>(b)];
+}
+
+uint8_t NodeLinks::locality_between(int32_t a, int32_t b) const {
+  if (a < 0 || b < 0 || a >= num_gpus || b >= num_gpus || a == b) return kLocalitySystem;
+  return locality[static_cast<size_t>(a) * static_cast<size_t>(num_gpus) + static_cast<size_t>(b)];
+}
+
+namespace {
+
+// The partition problem of one share: its links the weaker direction of each pair's (an all-to-all loads both).
+PartitionProblem share_problem(const PlacementInput& in, const NodeShare& share) {
   PartitionProblem p;
-  p.size = static_cast<int32_t>(ranks.size());
+  p.size = static_cast<int32_t>(share.ranks.size());
   const auto m = static_cast<size_t>(p.size);
   p.bandwidth.assign(m * m, 0);
   p.locality.assign(m * m, kLocalitySystem);
-  auto it = in.nodes.find(node);
+  auto it = in.nodes.find(share.node);
   if (it != in.nodes.end()) {
     const NodeLinks& links = it->second;
     for (size_t a = 0; a < m; ++a) {
-      const int32_t ga = in.ranks[static_cast<size_t>(ranks[a])].gpu;
+      const int32_t ga = in.ranks[static_cast<size_t>(share.ranks[a])].gpu;
       for (size_t b = 0; b < m; ++b) {
-        const int32_t gb = in.ranks[static_cast<size_t>(ranks[b])].gpu;
+        const int32_t gb = in.ranks[static_cast<size_t>(share.ranks[b])].gpu;
         // Both directions must carry the traffic of an all-to-all: the weaker one counts.
         p.bandwidth[a * m + b] = std::min(links.bandwidth_between(ga, gb), links.bandwidth_between(gb, ga));
         p.locality[a * m + b] = std::min(links.locality_between(ga, gb), links.locality_between(gb, ga));
       }
     }
   }
-  p.part_sizes = std::move(part_sizes);
+  for (const auto& part : share.parts) p.part_sizes.push_back(part.first);
   return p;
 }
 
-std::string partition_cache_key(const PartitionProblem& p) {
+std::string cache_key(const PartitionProblem& p) {
   std::string key;
   auto append = [&key](const void* data, size_t bytes) { key.append(static_cast<const char*>(data), bytes); };
   append(&p.size, sizeof(p.size));
@@ -46,14 +58,26 @@ std::string partition_cache_key(const PartitionProblem& p) {
   return key;
 }
 
-uint32_t NodeLinks::bandwidth_between(int32_t a, int32_t b) const {
-  if (a < 0 || b < 0 || a >= num_gpus || b >= num_gpus || a == b) return 0;
-  return bandwidth[static_cast<size_t>(a) * static_cast<size_t>(num_gpus) + static_cast<size_t>(b)];
-}
+}  // namespace
 
-uint8_t NodeLinks::locality_between(int32_t a, int32_t b) const {
-  if (a < 0 || b < 0 || a >= num_gpus || b >= num_gpus || a == b) return kLocalitySystem;
-  return locality[static_cast<size_t>(a) * static_cast<size_t>(num_gpus) + static_cast<size_t>(b)];
+std::vector<std::vector<int32_t>> members_of_shares(const PlacementInput& in, const std::vector<NodeShare>& shares,
+                                                    size_t num_groups) {
+  std::vector<std::vector<int32_t>> members(num_groups);
+  std::unordered_map<std::string, std::vector<int32_t>> solved;
+  for (const NodeShare& share : shares) {
+    const PartitionProblem problem = share_problem(in, share);
+    std::string key = cache_key(problem);
+    auto it = solved.find(key);
+    if (it == solved.end()) it = solved.emplace(std::move(key), partition_node(problem)).first;
+    const std::vector<int32_t>& part_of = it->second;
+    for (size_t e = 0; e < share.ranks.size(); ++e) {
+      const int32_t group = share.parts[static_cast<size_t>(part_of[e])].second;
+      members[static_cast<size_t>(group)].push_back(share.ranks[e]);
+    }
+  }
+  for (auto& m : members) std::sort(m.begin(), m.end());
+  std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  return members;
 }
 
 namespace {
@@ -70,11 +94,7 @@ struct Piece {
   int32_t size = 0;
 };
 
-struct Unit {
-  uint64_t node = 0;
-  std::vector<int32_t> ranks;                      // ascending
-  std::vector<std::pair<int32_t, int32_t>> parts;  // (size, group index), in group creation order
-};
+using Unit = NodeShare;  // parts in group creation order
 
 // Takes `need` ranks out of a piece being split: a part that fits exactly, else the largest that fits, else a
 // slice of the smallest larger part, so that the fewest nodes are cut.
@@ -178,12 +198,6 @@ void check_input(const PlacementInput& in) {
   }
 }
 
-PartitionProblem unit_problem(const PlacementInput& in, const Unit& unit) {
-  std::vector<int32_t> sizes;
-  for (const auto& part : unit.parts) sizes.push_back(part.first);
-  return node_partition_problem(in, unit.node, unit.ranks, std::move(sizes));
-}
-
 struct PairHash {
   size_t operator()(const std::pair<int32_t, uint64_t>& k) const {
     return std::hash<uint64_t>()(k.second * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(k.first));
@@ -249,22 +263,7 @@ std::vector<std::vector<int32_t>> place_groups(const PlacementInput& input, int3
   }
 
   // Inside each unit: which ranks form which part. Identical nodes are solved once.
-  std::vector<std::vector<int32_t>> members(groups.size());
-  std::unordered_map<std::string, std::vector<int32_t>> solved;
-  for (const Unit& unit : units) {
-    const PartitionProblem problem = unit_problem(input, unit);
-    std::string key = partition_cache_key(problem);
-    auto it = solved.find(key);
-    if (it == solved.end()) it = solved.emplace(std::move(key), partition_node(problem)).first;
-    const std::vector<int32_t>& part_of = it->second;
-    for (size_t e = 0; e < unit.ranks.size(); ++e) {
-      const int32_t group = unit.parts[static_cast<size_t>(part_of[e])].second;
-      members[static_cast<size_t>(group)].push_back(unit.ranks[e]);
-    }
-  }
-  for (auto& m : members) std::sort(m.begin(), m.end());
-  std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
-  return members;
+  return members_of_shares(input, units, groups.size());
 }
 
 }  // namespace basp::plan

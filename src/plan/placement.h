@@ -16,12 +16,11 @@
 // same gathered input whatever the rank numbering.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
-
-#include "plan/node_partition.h"
 
 namespace basp::plan {
 
@@ -62,11 +61,16 @@ struct PlacementInput {
 // node_partition.h): identical nodes are solved once, so 65,536 ranks on 8-GPU nodes plan in milliseconds.
 std::vector<std::vector<int32_t>> place_groups(const PlacementInput& input, int32_t num_groups);
 
-// Shared by place_groups and place_mixed_groups (mixed_placement.cpp): the partition problem of one node's `ranks`
-// (ascending) into parts of `part_sizes`, its links the weaker direction of each pair's; and a key for a cache of
-// solved problems (nodes of one shape are solved once).
-PartitionProblem node_partition_problem(const PlacementInput& in, uint64_t node, const std::vector<int32_t>& ranks,
-                                        std::vector<int32_t> part_sizes);
-std::string partition_cache_key(const PartitionProblem& p);
+// Shared by place_groups and place_mixed_groups (mixed_placement.cpp): the ranks of one node (or of a piece of one)
+// and the groups' parts of them, (size, group index).
+struct NodeShare {
+  uint64_t node = 0;
+  std::vector<int32_t> ranks;                      // ascending
+  std::vector<std::pair<int32_t, int32_t>> parts;  // (size, group index)
+};
+// The members of `num_groups` groups from their node shares: each share partitioned by partition_node for the
+// strongest links (shares of one shape solved once), members ascending, groups ordered by their lowest rank.
+std::vector<std::vector<int32_t>> members_of_shares(const PlacementInput& in, const std::vector<NodeShare>& shares,
+                                                    size_t num_groups);
 
 }  // namespace basp::plan
