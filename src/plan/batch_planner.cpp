@@ -249,7 +249,7 @@ void uniform_plans(const BatchProblem& p, const Machine& m, int64_t longest, Can
     try {
       docs = group_documents(g, p.lengths.data(), static_cast<int32_t>(p.lengths.size()), group_capacity);
     } catch (const detail::Error&) {
-      continue;  // the greedy overflows a group: no plan of this K
+      continue;  // neither the greedy nor an exact packing holds the batch: no plan of this K
     }
     Candidate c;
     c.members = place_groups(p.machine, g);
@@ -269,7 +269,8 @@ void uniform_plans(const BatchProblem& p, const Machine& m, int64_t longest, Can
 // shared out over every rank left (longest first, each to the least loaded rank that holds it), and the ranks
 // still left grow the slowest groups while that lowers their estimate. Returns false when the sizes at any tau
 // exceed N (long documents that must share a group) or the packing overflows a rank.
-bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& sizes_out, Lists& docs_out) {
+bool mixed_plan(const BatchProblem& p, const Machine& m, bool use_slack, int64_t& budget,
+                std::vector<int32_t>& sizes_out, Lists& docs_out) {
   const auto num_docs = static_cast<int32_t>(p.lengths.size());
   const int64_t cap = p.capacity;
   std::vector<int32_t> order(static_cast<size_t>(num_docs));
@@ -306,12 +307,15 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
   };
   const double full = p.model.attention_seconds(1.0, 0.0, 1.0), lin = p.model.attention_seconds(0.0, 1.0, 1.0);
   auto needed = [&](double tau) -> int64_t {
-    int64_t ranks = 0, small_tokens = 0, small = 0;
+    int64_t ranks = 0, small_tokens = 0, small = 0, slack = 0;
     double small_work = 0;
     for (int32_t i = 0; i < num_docs; ++i) {
       const int64_t j = choose(i, tau);
       if (j < 0) return std::numeric_limits<int64_t>::max();
       const int32_t k = cand_k[static_cast<size_t>(j)];
+      if (use_slack && k > 1) {
+        slack += saturating_mul(k, cap) - p.lengths[static_cast<size_t>(order[static_cast<size_t>(i)])];
+      }
       if (k == 1) {
         const auto l = static_cast<double>(p.lengths[static_cast<size_t>(order[static_cast<size_t>(i)])]);
         small_tokens += p.lengths[static_cast<size_t>(order[static_cast<size_t>(i)])];
@@ -322,7 +326,7 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
       }
     }
     if (small > 0) {
-      int64_t bins = ceil_div(small_tokens, cap);
+      int64_t bins = ceil_div(std::max<int64_t>(0, small_tokens - slack), cap);
       if (small_work > 0 && tau > 0) {
         const double by_work = std::ceil(small_work / tau);
         bins = std::max<int64_t>(bins,
@@ -376,8 +380,18 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
   const int64_t bins = std::min<int64_t>(m.n - used, static_cast<int64_t>(small.size()));
   int64_t left = m.n - used - bins;
 
-  // Short documents onto `bins` single ranks: the least loaded (attention, then tokens, then index) that holds it.
+  // Short documents onto `bins` single ranks: the least loaded (attention, then tokens, then index) that holds it;
+  // with use_slack, one that no rank holds goes to the long document's group with the most room left. When neither
+  // holds it, the exact packing (fill_bins) over the same rooms decides.
   Lists bin_docs(static_cast<size_t>(bins));
+  Lists big_docs(bigs.size());
+  std::vector<int64_t> big_room(bigs.size(), 0);
+  if (use_slack) {
+    for (size_t b = 0; b < bigs.size(); ++b) {
+      big_room[b] = saturating_mul(cand_k[bigs[b].j], cap) - p.lengths[static_cast<size_t>(bigs[b].doc)];
+    }
+  }
+  bool greedy = true;
   {
     using Load = std::tuple<double, int64_t, int32_t>;
     std::priority_queue<Load, std::vector<Load>, std::greater<Load>> loads;
@@ -390,7 +404,17 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
         skipped.push_back(loads.top());
         loads.pop();
       }
-      if (loads.empty()) return false;
+      if (loads.empty()) {
+        for (const Load& s : skipped) loads.push(s);
+        const auto room = std::max_element(big_room.begin(), big_room.end());
+        if (room == big_room.end() || *room < l) {
+          greedy = false;
+          break;
+        }
+        *room -= l;
+        big_docs[static_cast<size_t>(room - big_room.begin())].push_back(d);
+        continue;
+      }
       auto [t, tokens, b] = loads.top();
       loads.pop();
       const double dl = static_cast<double>(l);
@@ -398,6 +422,17 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
       bin_docs[static_cast<size_t>(b)].push_back(d);
       for (const Load& s : skipped) loads.push(s);
     }
+  }
+  if (!greedy) {
+    std::vector<int64_t> room(static_cast<size_t>(bins), cap);
+    for (size_t b = 0; b < bigs.size(); ++b) {
+      room.push_back(use_slack ? saturating_mul(cand_k[bigs[b].j], cap) - p.lengths[static_cast<size_t>(bigs[b].doc)]
+                               : 0);
+    }
+    Lists packed;
+    if (!fill_bins(p.lengths.data(), small, room, packed, budget)) return false;
+    for (size_t b = 0; b < static_cast<size_t>(bins); ++b) bin_docs[b] = std::move(packed[b]);
+    for (size_t b = 0; b < bigs.size(); ++b) big_docs[b] = std::move(packed[static_cast<size_t>(bins) + b]);
   }
   double slowest_bin = 0;
   for (const auto& docs : bin_docs) {
@@ -433,9 +468,12 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
 
   sizes_out.clear();
   docs_out.clear();
-  for (const Big& big : bigs) {
-    sizes_out.push_back(cand_k[big.j]);
-    docs_out.push_back({big.doc});
+  for (size_t b = 0; b < bigs.size(); ++b) {
+    sizes_out.push_back(cand_k[bigs[b].j]);
+    std::vector<int32_t> docs = std::move(big_docs[b]);
+    docs.push_back(bigs[b].doc);
+    std::sort(docs.begin(), docs.end());
+    docs_out.push_back(std::move(docs));
   }
   for (auto& docs : bin_docs) {
     std::sort(docs.begin(), docs.end());
@@ -454,7 +492,12 @@ bool mixed_plan(const BatchProblem& p, const Machine& m, std::vector<int32_t>& s
 // (ties: the lower group) among those that still hold it. False when one does not fit.
 constexpr int32_t kNearlyEqualMaxRanks = 32;
 
-bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, std::vector<int32_t>& sizes, Lists& docs) {
+// The exact packings (fill_bins) of the mixed and nearly equal plans of one plan_batch call share this many
+// subset-sum cells (bits: milliseconds, 16 MB at most); each uniform K has group_documents's own.
+constexpr int64_t kPlannerFillBudget = kFillBinsBudget;
+
+bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, int64_t& budget, std::vector<int32_t>& sizes,
+                       Lists& docs) {
   const auto num_docs = static_cast<int32_t>(p.lengths.size());
   std::vector<int32_t> order(static_cast<size_t>(num_docs));
   std::iota(order.begin(), order.end(), 0);
@@ -479,7 +522,12 @@ bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, std::
         best_t = t;
       }
     }
-    if (best < 0) return false;
+    if (best < 0) {  // the greedy overflows: the exact packing decides
+      std::vector<int64_t> room(static_cast<size_t>(g));
+      for (int32_t j = 0; j < g; ++j)
+        room[static_cast<size_t>(j)] = saturating_mul(sizes[static_cast<size_t>(j)], p.capacity);
+      return fill_bins(p.lengths.data(), order, room, docs, budget);
+    }
     Work& w = work[static_cast<size_t>(best)];
     w.tokens += l;
     w.sum += dl;
@@ -526,16 +574,18 @@ BatchPlan plan_batch(const BatchProblem& problem) {
   for (const int64_t l : problem.lengths) longest = std::max(longest, l);
 
   Candidate best;
+  int64_t budget = kPlannerFillBudget;
   uniform_plans(problem, m, longest, best);
   std::vector<int32_t> sizes;
   Lists docs;
-  if (mixed_plan(problem, m, sizes, docs)) {
+  for (const bool use_slack : {false, true}) {
+    if (!mixed_plan(problem, m, use_slack, budget, sizes, docs)) continue;
     Candidate c = place_and_evaluate(problem, m, sizes, std::move(docs));
     if (c.max < best.max) best = std::move(c);
   }
   if (m.n <= kNearlyEqualMaxRanks) {
     for (int32_t g = 2; g < m.n; ++g) {
-      if (m.n % g == 0 || !nearly_equal_plan(problem, m, g, sizes, docs)) continue;
+      if (m.n % g == 0 || !nearly_equal_plan(problem, m, g, budget, sizes, docs)) continue;
       Candidate c = place_and_evaluate(problem, m, sizes, std::move(docs));
       if (c.max < best.max) best = std::move(c);
     }

@@ -33,7 +33,7 @@ void check_documents(int32_t num_groups, const int64_t* lengths, int32_t num_doc
 }  // namespace
 
 std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int64_t* lengths, int32_t num_docs,
-                                                  int64_t capacity) {
+                                                  int64_t capacity, int64_t* budget) {
   check_documents(num_groups, lengths, num_docs, capacity);
   std::vector<int32_t> order(static_cast<size_t>(num_docs));
   std::iota(order.begin(), order.end(), 0);
@@ -49,9 +49,19 @@ std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int6
     auto [tokens, squares, g] = loads.top();
     loads.pop();
     tokens += lengths[d];  // cannot overflow: bounded by the checked total
-    // The least loaded group is the best placed: when it cannot take the document, no group can.
+    // The least loaded group is the best placed: when it cannot take the document, no group can, and only an
+    // exact packing may still hold the batch.
+    if (capacity != 0 && tokens > capacity) {
+      std::vector<std::vector<int32_t>> packed;
+      int64_t own = kFillBinsBudget;
+      if (fill_bins(lengths, order, std::vector<int64_t>(static_cast<size_t>(num_groups), capacity), packed,
+                    budget != nullptr ? *budget : own)) {
+        return packed;
+      }
+    }
     BASP_CHECK_ARG(capacity == 0 || tokens <= capacity, "group ", g, " would hold ", tokens,
-                   " tokens, more than the capacity (", capacity, "), with document ", d, " (", lengths[d], " tokens)");
+                   " tokens, more than the capacity (", capacity, "), with document ", d, " (", lengths[d],
+                   " tokens), and no exact packing of the documents into ", num_groups, " groups was found");
     squares = detail::checked_add(squares, detail::checked_mul(lengths[d], lengths[d], "a squared document length"),
                                   "a group's sum of squared lengths");
     groups[static_cast<size_t>(g)].push_back(d);
@@ -59,6 +69,89 @@ std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int6
   }
   for (auto& docs : groups) std::sort(docs.begin(), docs.end());
   return groups;
+}
+
+bool fill_bins(const int64_t* lengths, const std::vector<int32_t>& docs, const std::vector<int64_t>& room,
+               std::vector<std::vector<int32_t>>& out, int64_t& budget) {
+  // Documents left, longest first (ties: lower index).
+  std::vector<int32_t> left = docs;
+  std::sort(left.begin(), left.end(),
+            [&](int32_t a, int32_t b) { return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b; });
+  std::vector<int32_t> bins(room.size());
+  std::iota(bins.begin(), bins.end(), 0);
+  std::stable_sort(bins.begin(), bins.end(), [&](int32_t a, int32_t b) { return room[a] > room[b]; });
+  out.assign(room.size(), {});
+  // The subset sums as bitsets over 0..r tokens: snaps[i] = the sums the first i documents of `left` make.
+  std::vector<uint64_t> snaps;
+  std::vector<char> taken;
+  for (const int32_t b : bins) {
+    if (left.empty()) break;
+    int64_t r = room[static_cast<size_t>(b)];
+    auto& bin = out[static_cast<size_t>(b)];
+    // The longest document that fits anchors the bin.
+    const auto anchor = std::find_if(left.begin(), left.end(), [&](int32_t d) { return lengths[d] <= r; });
+    if (anchor == left.end()) continue;
+    bin.push_back(*anchor);
+    r -= lengths[*anchor];
+    left.erase(anchor);
+    int64_t rest = 0;
+    for (const int32_t d : left) rest += lengths[d];  // bounded by the caller's checked total
+    if (rest <= r) {                                  // everything left fits
+      bin.insert(bin.end(), left.begin(), left.end());
+      left.clear();
+      break;
+    }
+    if (r == 0) continue;
+    const int64_t cells =
+        r > budget / static_cast<int64_t>(left.size()) ? budget + 1 : r * static_cast<int64_t>(left.size());
+    if (cells > budget) return false;
+    budget -= cells;
+    const size_t words = static_cast<size_t>(r / 64) + 1;
+    const uint64_t last_mask = ~uint64_t{0} >> (63 - static_cast<unsigned>(r % 64));  // bits 0..r of the last word
+    snaps.assign(words, 0);
+    snaps[0] = 1;     // the empty subset
+    size_t used = 0;  // documents folded in
+    auto bit = [&](size_t i, int64_t s) {
+      return (snaps[i * words + static_cast<size_t>(s / 64)] >> static_cast<unsigned>(s % 64)) & 1u;
+    };
+    while (used < left.size() && !bit(used, r)) {
+      const int64_t l = lengths[left[used]];
+      snaps.resize((used + 2) * words);
+      const uint64_t* cur = snaps.data() + used * words;
+      uint64_t* next = snaps.data() + (used + 1) * words;
+      const auto shift_words = static_cast<size_t>(l / 64);
+      const auto shift_bits = static_cast<unsigned>(l % 64);
+      for (size_t w = 0; w < words; ++w) {
+        uint64_t shifted = 0;
+        if (w >= shift_words) {
+          const size_t src = w - shift_words;
+          shifted = cur[src] << shift_bits;
+          if (shift_bits != 0 && src > 0) shifted |= cur[src - 1] >> (64 - shift_bits);
+        }
+        next[w] = cur[w] | shifted;
+      }
+      next[words - 1] &= last_mask;
+      ++used;
+    }
+    int64_t s = r;
+    while (!bit(used, s)) --s;
+    // Back from the last document: one that the sum can do without is left out, so the longer ones are kept.
+    taken.assign(left.size(), 0);
+    for (size_t i = used; i-- > 0 && s > 0;) {
+      if (bit(i, s)) continue;
+      taken[i] = 1;
+      bin.push_back(left[i]);
+      s -= lengths[left[i]];
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < left.size(); ++i) {
+      if (!taken[i]) left[kept++] = left[i];
+    }
+    left.resize(kept);
+  }
+  if (!left.empty()) return false;
+  for (auto& bin : out) std::sort(bin.begin(), bin.end());
+  return true;
 }
 
 DocumentAssignment assign_documents(const GroupLayout& layout, const int64_t* lengths, int32_t num_docs,

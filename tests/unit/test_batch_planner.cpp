@@ -461,3 +461,48 @@ TEST_CASE("batch plans of tiny cases are close to the brute-force optimum", "[ba
   }
   WARN("tiny cases: optimal in " << optimal << " of " << cases << ", worst ratio " << worst);
 }
+
+// A packing data loader fills the micro-batch to exactly N * capacity tokens, cutting the last document; a plan
+// other than one group of N must then fill each of its groups exactly (plan::fill_bins). The batches of
+// docs/benchmarks.md section 12 (log-normal lengths, median 1,024, sigma 1.2, clipped to [32, 16,384], 8 x 4,096
+// tokens), on 2 nodes of 4 ranks with a slow network: the planner must find smaller groups than Ulysses's for
+// most of them, each within capacity and predicted faster than Ulysses.
+TEST_CASE("batch plans of batches packed to exactly N * capacity", "[batch_planner]") {
+  CostModel model = typical_model();
+  model.beta_network = 2e-9;  // 4 Gbit/s, the emulated cluster's link
+  model.c2 = 4.7e-9;          // its emulated attention (all 32 heads)
+  const PlacementInput machine = uniform_machine(8, 4);
+  const int64_t capacity = 4096;
+  int smaller = 0, seeds = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::lognormal_distribution<double> dist(std::log(1024.0), 1.2);
+    std::vector<int64_t> lengths;
+    int64_t total = 0;
+    while (total < 8 * capacity) {
+      int64_t l = std::min<int64_t>(16384, std::max<int64_t>(32, static_cast<int64_t>(dist(rng))));
+      l = std::min(l, 8 * capacity - total);
+      lengths.push_back(l);
+      total += l;
+    }
+    const BatchProblem p = problem_of(lengths, machine, capacity, model);
+    CAPTURE(seed, lengths.size());
+    const BatchPlan plan = basp::plan::plan_batch(p);
+    check_plan(p, plan);
+    std::vector<int32_t> all(8), docs(lengths.size());
+    std::iota(all.begin(), all.end(), 0);
+    std::iota(docs.begin(), docs.end(), 0);
+    const double ulysses = basp::plan::predict_batch(p, {all}, {docs});
+    REQUIRE(plan.predicted_seconds <= ulysses);
+    ++seeds;
+    if (plan.groups.size() > 1) {
+      ++smaller;
+      REQUIRE(plan.predicted_seconds < ulysses);
+      for (const auto& g : plan.groups) {  // exactly full: every group holds K * capacity tokens
+        REQUIRE(g.tokens == capacity * static_cast<int64_t>(g.members.size()));
+      }
+    }
+  }
+  WARN("exactly full batches: " << smaller << " of " << seeds << " plans smaller than one group of 8");
+  REQUIRE(smaller >= seeds * 3 / 4);
+}

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -33,6 +34,23 @@ Groups groups_of(int32_t num_groups, const std::vector<int64_t>& lengths, int64_
 DocumentAssignment assign(const GroupLayout& layout, const std::vector<int64_t>& lengths, int32_t rank,
                           int64_t capacity = 0) {
   return basp::plan::assign_documents(layout, lengths.data(), static_cast<int32_t>(lengths.size()), capacity, rank);
+}
+
+// A packing: every document once, no group over its room.
+void check_packing(const Groups& groups, const std::vector<int64_t>& lengths, const std::vector<int64_t>& room) {
+  REQUIRE(groups.size() == room.size());
+  std::vector<int> seen(lengths.size(), 0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int64_t t = 0;
+    REQUIRE(std::is_sorted(groups[g].begin(), groups[g].end()));
+    for (const int32_t d : groups[g]) {
+      REQUIRE((d >= 0 && static_cast<size_t>(d) < lengths.size()));
+      ++seen[static_cast<size_t>(d)];
+      t += lengths[static_cast<size_t>(d)];
+    }
+    REQUIRE(t <= room[g]);
+  }
+  for (const int s : seen) REQUIRE(s == 1);
 }
 
 // The rule of basp.h, written the plain way: stable order by decreasing length, then a linear scan for the group
@@ -320,9 +338,123 @@ TEST_CASE("documents: properties over random batches", "[plan][documents]") {
       REQUIRE(next_begin[gi] == group_tokens[gi]);
     }
 
-    // The capacity: exactly the largest stream fits and changes nothing; one token less does not.
-    // (Capacity 0 means none: the second half needs a largest stream of 2 tokens or more.)
+    // The capacity: exactly the largest stream fits and changes nothing; one token less overflows the greedy, so
+    // the answer is either an exact packing within it or the error. (Capacity 0 means none: the second half needs a
+    // largest stream of 2 tokens or more.)
     if (max_tokens > 0) REQUIRE(groups_of(g, lengths, max_tokens) == expected);
-    if (max_tokens > 1) REQUIRE_THROWS_AS(groups_of(g, lengths, max_tokens - 1), basp::detail::Error);
+    if (max_tokens > 1) {
+      Groups tighter;
+      try {
+        tighter = groups_of(g, lengths, max_tokens - 1);
+      } catch (const basp::detail::Error&) {
+        continue;
+      }
+      REQUIRE(tighter != expected);
+      check_packing(tighter, lengths, std::vector<int64_t>(static_cast<size_t>(g), max_tokens - 1));
+    }
   }
+}
+
+// Exact packing (fill_bins, and group_documents when its greedy overflows). Batches with a packing that fills every
+// group exactly are made by cutting each group's capacity into random documents, then shuffling: a packing data
+// loader's output, which longest-first greedy almost never fits.
+TEST_CASE("documents: batches packed to exactly the capacity", "[plan][documents]") {
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed ^ 0x5eed);
+  auto uniform = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng() % (hi - lo + 1)); };
+  int greedy_fits = 0, packed = 0, trials = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto g = static_cast<int32_t>(uniform(2, 8));
+    const int64_t capacity = uniform(64, 8192);
+    std::vector<int64_t> lengths;
+    for (int32_t gi = 0; gi < g; ++gi) {
+      int64_t left = capacity;
+      while (left > 0) {  // long-tail pieces: mostly short, sometimes most of the group
+        const int64_t cut = std::min(
+            left, std::max<int64_t>(1, static_cast<int64_t>(std::exp(std::log(static_cast<double>(capacity)) *
+                                                                     static_cast<double>(rng() % 1000) / 1000.0))));
+        lengths.push_back(cut);
+        left -= cut;
+      }
+    }
+    std::shuffle(lengths.begin(), lengths.end(), rng);
+    INFO("seed " << seed << " trial " << trial << " G " << g << " capacity " << capacity << " D " << lengths.size());
+    ++trials;
+    // The greedy's own answer with no capacity shows whether it alone would have fitted.
+    const Groups greedy = reference_groups(g, lengths);
+    int64_t greedy_max = 0;
+    for (const auto& docs : greedy) {
+      int64_t t = 0;
+      for (const int32_t d : docs) t += lengths[static_cast<size_t>(d)];
+      greedy_max = std::max(greedy_max, t);
+    }
+    if (greedy_max <= capacity) ++greedy_fits;
+    Groups out;
+    try {
+      out = groups_of(g, lengths, capacity);
+    } catch (const basp::detail::Error& e) {
+      REQUIRE_THAT(e.what(), Catch::Contains("no exact packing of the documents into " + std::to_string(g)));
+      continue;
+    }
+    ++packed;
+    check_packing(out, lengths, std::vector<int64_t>(static_cast<size_t>(g), capacity));
+    REQUIRE(groups_of(g, lengths, capacity) == out);  // deterministic
+  }
+  WARN("exactly full batches: the greedy fits " << greedy_fits << ", group_documents packs " << packed << " of "
+                                                << trials);
+  // A packing exists in every trial; the heuristic must find nearly all of them, and far more than the greedy.
+  REQUIRE(packed >= trials * 9 / 10);
+  REQUIRE(packed > greedy_fits);
+}
+
+TEST_CASE("documents: fill_bins against brute force, and its budget", "[plan][documents]") {
+  std::mt19937_64 rng(test_seed() ^ 0xb1u);
+  auto uniform = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng() % (hi - lo + 1)); };
+  int feasible = 0, found = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    const auto bins = static_cast<size_t>(uniform(1, 3));
+    std::vector<int64_t> room(bins);
+    for (auto& r : room) r = uniform(0, 12);
+    std::vector<int64_t> lengths(static_cast<size_t>(uniform(0, 7)));
+    for (auto& l : lengths) l = uniform(1, 9);
+    std::vector<int32_t> docs(lengths.size());
+    std::iota(docs.begin(), docs.end(), 0);
+    INFO("trial " << trial);
+    // Brute force: every assignment of documents to bins.
+    bool exists = false;
+    size_t combos = 1;
+    for (size_t d = 0; d < lengths.size(); ++d) combos *= bins;
+    for (size_t code = 0; code < combos && !exists; ++code) {
+      std::vector<int64_t> load(bins, 0);
+      size_t c = code;
+      for (const int64_t l : lengths) {
+        load[c % bins] += l;
+        c /= bins;
+      }
+      exists = true;
+      for (size_t b = 0; b < bins; ++b) exists = exists && load[b] <= room[b];
+    }
+    Groups out;
+    int64_t budget = basp::plan::kFillBinsBudget;
+    const bool ok = basp::plan::fill_bins(lengths.data(), docs, room, out, budget);
+    if (ok) check_packing(out, lengths, room);
+    REQUIRE((!ok || exists));  // never a packing where none exists
+    feasible += exists;
+    found += ok;
+  }
+  WARN("fill_bins on tiny cases: " << found << " of " << feasible << " feasible ones packed");
+  REQUIRE(found >= feasible * 9 / 10);
+
+  // The budget: a subset sum of 1,000 tokens over 3 documents costs 3,000 cells.
+  const std::vector<int64_t> lengths{600, 500, 450, 400};
+  const std::vector<int32_t> docs{0, 1, 2, 3};
+  Groups out;
+  int64_t budget = 2999;
+  // Bin 0 (1,450): 600 anchors it, then 850 of room over {500, 450, 400}: 2,550 cells.
+  REQUIRE(basp::plan::fill_bins(lengths.data(), docs, {1450, 500}, out, budget));
+  CHECK(budget == 2999 - 850 * 3);
+  CHECK(out == Groups{{0, 2, 3}, {1}});
+  budget = 2549;
+  CHECK_FALSE(basp::plan::fill_bins(lengths.data(), docs, {1450, 500}, out, budget));
+  CHECK(budget == 2549);  // nothing taken by a refusal
 }
