@@ -287,8 +287,9 @@ typedef basp_doc_assignment_v1 basp_doc_assignment_t;
  * lengths (attention work) second: documents in decreasing length (ties: lower index first) each go to the group
  * with the fewest tokens so far, then the smallest sum of squares, then the lowest index. Deterministic: every rank
  * computes the same answer from the same lengths. `capacity` (> 0, or 0 for none) is the most tokens a group's
- * stream may hold (a THD plan's token_capacity): a document longer than it, or a batch that does not fit, is
- * BASP_ERROR_INVALID_ARGUMENT naming the document or the group. When `docs` is not NULL it receives the group's
+ * stream may hold (a THD plan's token_capacity); when that greedy overflows it (a batch packed to within a document
+ * of G * capacity), the documents are packed exactly instead (docs/packed.md): a document longer than the capacity,
+ * or a batch that no packing found fits, is BASP_ERROR_INVALID_ARGUMENT naming the document or the group. When `docs` is not NULL it receives the group's
  * document indices in stream order, and `cu_seqlens` (when not NULL) the group's num_docs + 1 cumulative lengths
  * (cu_seqlens[0] = 0), both up to `max_docs` entries (max_docs + 1 for cu_seqlens): fewer than needed is
  * BASP_ERROR_INVALID_ARGUMENT naming the count needed. Not collective. Threads: any thread, any time. */
