@@ -289,10 +289,11 @@ typedef basp_doc_assignment_v1 basp_doc_assignment_t;
  * computes the same answer from the same lengths. `capacity` (> 0, or 0 for none) is the most tokens a group's
  * stream may hold (a THD plan's token_capacity); when that greedy overflows it (a batch packed to within a document
  * of G * capacity), the documents are packed exactly instead (docs/packed.md): a document longer than the capacity,
- * or a batch that no packing found fits, is BASP_ERROR_INVALID_ARGUMENT naming the document or the group. When `docs` is not NULL it receives the group's
- * document indices in stream order, and `cu_seqlens` (when not NULL) the group's num_docs + 1 cumulative lengths
- * (cu_seqlens[0] = 0), both up to `max_docs` entries (max_docs + 1 for cu_seqlens): fewer than needed is
- * BASP_ERROR_INVALID_ARGUMENT naming the count needed. Not collective. Threads: any thread, any time. */
+ * or a batch that no packing found fits, is BASP_ERROR_INVALID_ARGUMENT naming the document or the group. When `docs`
+ * is not NULL it receives the group's document indices in stream order, and `cu_seqlens` (when not NULL) the group's
+ * num_docs + 1 cumulative lengths (cu_seqlens[0] = 0), both up to `max_docs` entries (max_docs + 1 for cu_seqlens):
+ * fewer than needed is BASP_ERROR_INVALID_ARGUMENT naming the count needed. Not collective. Threads: any thread, any
+ * time. */
 BASP_API basp_status_t basp_comm_assign_documents(basp_comm_t comm, const int64_t* lengths, int32_t num_docs,
                                                   int64_t capacity, int32_t rank, basp_doc_assignment_t* assignment,
                                                   int32_t* docs, int64_t* cu_seqlens, int32_t max_docs);
