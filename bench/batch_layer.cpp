@@ -2,7 +2,8 @@
 // batch plans: scatter of Q, K, V, each rank's attention, gather of O; slowest rank, median over the runs. Compares
 // the adaptive plan (basp_comm_plan_batch after basp_comm_calibrate, the attention coefficients set in the comm's
 // cost model) with BASP's fixed group sizes K in {1, 2, 4, 8} (uniform groups of K placed as the planner places
-// them, documents assigned greedily, longest first, to the group with the fewest tokens) and Ulysses (K = N).
+// them, documents assigned by basp_comm_assign_documents: greedily, longest first, to the group with the fewest
+// tokens, packed exactly when the greedy overflows K * capacity, as the planner packs its groups) and Ulysses (K = N).
 //
 // The attention is emulated: each rank sleeps (clock_nanosleep to an absolute deadline, so the cores stay free for
 // the exchanges) for (c2 * sum L^2 + c1 * sum L) * its query heads, with c2, c1 per head (seconds; measured once
@@ -12,9 +13,9 @@
 // src/plan/batch_planner.h (the unit of a rank is its node: no NVLink domain on the CPU); the same function applied
 // to the planner's own answer is printed beside the planner's predicted_seconds as a check of this transcription.
 //
-// --equal-memory (section 12.7): every fixed K whose groups hold the longest document runs with greedy assignment and
-// no cap on a group's total; the fastest of them (measured) is the best fixed K, M_best the most sequence-side tokens
-// one of its ranks holds, and the adaptive plan is then made with problem.capacity = M_best (the same memory).
+// --equal-memory (section 12.7): every fixed K whose groups hold the longest document runs with the greedy assignment
+// and no cap on a group's total; the fastest of them (measured) is the best fixed K, M_best the most sequence-side
+// tokens one of its ranks holds, and the adaptive plan is then made with problem.capacity = M_best (the same memory).
 // --calib-bytes B --calib-repeats R are passed to basp_comm_calibrate (0 0: its defaults, 4 MiB and 5).
 // --estimate prints each configuration's emulated attention (slowest rank) and the run's total, and runs nothing.
 //
@@ -262,33 +263,48 @@ Measured run_config(basp_comm_t comm, const Config& c, const std::vector<int64_t
   return res;
 }
 
-// Uniform groups of K, placed as BASP places them (a BASP comm of B = N / K, its groups), documents longest first
-// to the group with the fewest tokens. Returns false when a group would exceed K * capacity.
-bool fixed_k(basp_comm_t basp_comm_k, int32_t k, const std::vector<int64_t>& len, int64_t capacity, Config& c,
-             bool& within) {
+// Uniform groups of K, placed as BASP places them (a BASP comm of B = N / K, its groups), documents assigned by
+// the library's own rule (basp_comm_assign_documents: longest first to the group with the fewest tokens, packed
+// exactly when that overflows), the same packing the adaptive planner gives its groups. `capped`: with a cap of
+// K * capacity tokens per group; when no packing fits it, or when not capped, the uncapped greedy, and `within`
+// says whether every rank then holds at most `capacity` tokens.
+void fixed_k(basp_comm_t basp_comm_k, int32_t k, const std::vector<int64_t>& len, int64_t capacity, bool capped,
+             Config& c, bool& within) {
   const int32_t G = g_size / k;
+  const auto n = static_cast<int32_t>(len.size());
   c.members.assign(static_cast<size_t>(G), {});
   for (int32_t i = 0; i < G; ++i) {
     c.members[static_cast<size_t>(i)].resize(static_cast<size_t>(k));
     CHECK(basp_comm_group_ranks(basp_comm_k, i, c.members[static_cast<size_t>(i)].data(), k));
   }
-  std::vector<int32_t> order(len.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return len[a] > len[b]; });
-  std::vector<int64_t> tokens(static_cast<size_t>(G), 0);
-  c.docs.assign(static_cast<size_t>(G), {});
-  for (int32_t d : order) {
-    const auto at = static_cast<size_t>(std::min_element(tokens.begin(), tokens.end()) - tokens.begin());
-    tokens[at] += len[d];
-    c.docs[at].push_back(d);
+  std::vector<int32_t> docs(len.size());
+  auto assign = [&](int64_t group_cap) {
+    c.docs.assign(static_cast<size_t>(G), {});
+    for (int32_t i = 0; i < G; ++i) {
+      basp_doc_assignment_t a = BASP_DOC_ASSIGNMENT_INITIALIZER;
+      if (basp_comm_assign_documents(basp_comm_k, len.data(), n, group_cap, c.members[static_cast<size_t>(i)][0], &a,
+                                     docs.data(), nullptr, n) != BASP_SUCCESS)
+        return false;
+      if (a.group_index != i) {
+        std::fprintf(stderr, "basp_batch_layer: rank %d is in group %d, not %d\n", c.members[size_t(i)][0],
+                     a.group_index, i);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      c.docs[static_cast<size_t>(i)].assign(docs.begin(), docs.begin() + a.num_docs);
+    }
+    return true;
+  };
+  if (!(capped && assign(int64_t(k) * capacity)) && !assign(0)) {
+    std::fprintf(stderr, "basp_batch_layer: K=%d: %s\n", k, basp_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   within = true;
-  for (int32_t i = 0; i < G; ++i) {
-    std::sort(c.docs[static_cast<size_t>(i)].begin(), c.docs[static_cast<size_t>(i)].end());
-    if (ceil_div(tokens[static_cast<size_t>(i)], k) > capacity) within = false;
+  for (const auto& d : c.docs) {
+    int64_t tokens = 0;
+    for (int32_t i : d) tokens += len[static_cast<size_t>(i)];
+    if (ceil_div(tokens, k) > capacity) within = false;
   }
   c.name = "K=" + std::to_string(k);
-  return true;
 }
 
 std::string describe(const Config& c, const std::vector<int64_t>& len) {
@@ -474,7 +490,7 @@ int main(int argc, char** argv) {
       if (longest > int64_t(k) * capacity) continue;  // the longest document does not fit a group of K
       Config c;
       bool within = true;
-      fixed_k(fc, k, cs.len, capacity, c, within);
+      fixed_k(fc, k, cs.len, capacity, !equal_memory, c, within);
       if (k == g_size) c.name = "Ulysses";
       configs.push_back(c);
       within_cap.push_back(equal_memory || within);  // equal memory: no cap on a fixed K's groups
