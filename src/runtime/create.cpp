@@ -118,6 +118,9 @@ std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall
   plan::GroupLayout layout = plan_groups(parent.size(), options, locality);
   transport::GroupSpec spec = group_spec(layout, parent.rank(), options.timeout_ms);
   spec.batch_capacity = options.batch_capacity;
+  if (options.batch_capacity > 0) {
+    for (const topology::RankLocality& r : locality) spec.world_nodes.push_back(r.node_key);
+  }
   auto transport = connector->connect(spec, detail::Deadline(options.timeout_ms));
   auto comm = std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
   if (options.batch_capacity > 0) comm->set_machine(machine_of(locality, parent.size()));

@@ -35,6 +35,9 @@ struct GroupSpec {
   int64_t batch_capacity = 0;
   int32_t world_rank = 0;  // this rank in the parent
   int32_t world_size = 0;
+  // Batch comms: every world rank's node (topology::RankLocality::node_key, as the planner sees it), from which a
+  // batch plan's group chooses its path locally; empty: not known (a group of several ranks then takes p2p).
+  std::vector<uint64_t> world_nodes;
 };
 
 // One batch plan's group, seen from one of its ranks: made locally from a membership every rank computes alike.

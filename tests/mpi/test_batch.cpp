@@ -13,9 +13,11 @@
 //   calibrate: only basp_comm_calibrate, with the export and import of its model
 //   threads:   only the serialisation of one comm's batch executes (2 ranks, MPI_THREAD_MULTIPLE)
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +42,7 @@ namespace {
 int g_rank = 0;
 int g_size = 1;
 int failures = 0;
+std::vector<std::string> g_hosts;  // every rank's host name: scripts/sim-cluster gives each fake node its own
 
 #define EXPECT(cond, ...)                                                              \
   do {                                                                                 \
@@ -123,6 +126,16 @@ Step draw(std::mt19937_64& rng, std::vector<int32_t> sizes) {
   return st;
 }
 
+// A step whose head-sharded rows are all at least 1 KiB (head_dim 256, fp32, Hq = 2N, Hkv = N): the rows for which
+// a group on one host takes the cma path without BASP_MPI_TRANSPORT.
+Step draw_wide(std::mt19937_64& rng, std::vector<int32_t> sizes) {
+  Step st = draw(rng, std::move(sizes));
+  st.head_dim = 256;
+  st.heads = {2 * g_size, g_size, g_size};
+  st.split = {2 * g_size, 2 * g_size, 2 * g_size};
+  return st;
+}
+
 basp_plan_desc_t desc_of(const Step& st) {
   basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
   d.layout = st.layout;
@@ -157,6 +170,27 @@ BatchArrays batch_of(const Step& st) {
 // The value of tensor t at (group g, sequence b, token s of the sequence or stream, head h, element d).
 float value(uint64_t seed, int64_t t, int64_t g, int64_t b, int64_t s, int64_t h, int64_t d) {
   return static_cast<float>(pattern_byte(seed, t, g * 8 + b, s, h, d, 0)) - 100.0f;
+}
+
+// The path docs/batch.md promises a group of `k` ranks `members` (world ranks) with these head ranges per tensor:
+// local for K = 1; p2p when BASP_MPI_TRANSPORT is p2p or the group spans hosts; on one host cma when forced (cma,
+// direct) or when every head-sharded row (a position's heads x head_dim x 4 bytes) is at least 1 KiB.
+int32_t expected_path(const std::vector<int32_t>& members, const std::vector<std::vector<HeadRange>>& ranges,
+                      int64_t head_dim) {
+  if (members.size() == 1) return BASP_PATH_LOCAL;
+  const char* env = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string mode = env ? env : "auto";
+  bool one_host = true;
+  for (int32_t r : members) one_host = one_host && g_hosts[static_cast<size_t>(r)] == g_hosts[members[0]];
+  if (mode == "p2p" || !one_host) return BASP_PATH_P2P;
+  if (mode == "cma" || mode == "direct") return BASP_PATH_CMA;
+  int64_t min_row = INT64_MAX;
+  for (const auto& per_tensor : ranges) {
+    for (const HeadRange& h : per_tensor) {
+      if (h.end > h.begin) min_row = std::min(min_row, (h.end - h.begin) * head_dim * 4);
+    }
+  }
+  return min_row >= 1024 ? BASP_PATH_CMA : BASP_PATH_P2P;
 }
 
 // One step: create the plan, scatter, check, gather the scatter's output, check.
@@ -196,16 +230,17 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   EXPECT(info.token_begin == tok[l] && info.token_end == tok[l + 1],
          "step %d: token range %lld..%lld, expected %lld..%lld", step, static_cast<long long>(info.token_begin),
          static_cast<long long>(info.token_end), static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
-  EXPECT(info.plan_path == (k == 1 ? BASP_PATH_LOCAL : BASP_PATH_P2P), "step %d: plan path %d with K %lld", step,
-         info.plan_path, static_cast<long long>(k));
   const auto n = static_cast<int32_t>(st.heads.size());
   const int64_t D = st.head_dim;
   const int64_t s_l = tok[l + 1] - tok[l];
   std::vector<std::vector<float>> seq(n), head(n), back(n);
   std::vector<std::vector<HeadRange>> ranges(n);
+  for (int32_t t = 0; t < n; ++t) ranges[t] = head_ranges(st.heads[t], st.split[t], k);
+  const int32_t path = expected_path(members[static_cast<size_t>(g)], ranges, D);
+  EXPECT(info.plan_path == path, "step %d: plan path %d with K %lld, expected %d", step, info.plan_path,
+         static_cast<long long>(k), path);
   for (int32_t t = 0; t < n; ++t) {
     const int64_t H = st.heads[t];
-    ranges[t] = head_ranges(H, st.split[t], k);
     const HeadRange mine = ranges[t][static_cast<size_t>(l)];
     const int64_t hl = mine.end - mine.begin;
     seq[t].resize(static_cast<size_t>(b_loc * s_l * H * D));
@@ -270,6 +305,10 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
           }
     }
   }
+  // The exchanges took the plan's path (cma's: never the shared path, batch plans have no basp_mem_alloc groups).
+  basp_plan_query(plan, &info);
+  EXPECT(rc != BASP_SUCCESS || info.last_path == path, "step %d: last path %d, expected %d", step, info.last_path,
+         path);
   basp_plan_destroy(plan);
 }
 
@@ -707,6 +746,11 @@ int main(int argc, char** argv) {
   const bool timeout_only = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
   const bool calibrate_only = argc > 3 && std::strcmp(argv[3], "calibrate") == 0;
   const bool threads_only = argc > 3 && std::strcmp(argv[3], "threads") == 0;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::vector<char> hosts(static_cast<size_t>(256 * g_size));
+  MPI_Allgather(host, 256, MPI_CHAR, hosts.data(), 256, MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 0; r < g_size; ++r) g_hosts.emplace_back(&hosts[static_cast<size_t>(256 * r)]);
   if (threads_only) {
     threads_case();
   } else if (timeout_only) {
@@ -726,6 +770,11 @@ int main(int argc, char** argv) {
     int step = 0;
     for (const auto& sizes : fixed) run_step(comm, draw(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
     for (int i = 0; i < steps; ++i, ++step) run_step(comm, draw(rng, {}), seed + static_cast<uint64_t>(step), step);
+    // Rows long enough for the cma path on one host: the whole world, a single rank and the rest, random groups.
+    std::vector<std::vector<int32_t>> wide = {{g_size}, {}, {}};
+    if (g_size > 2) wide.push_back({1, g_size - 1});
+    for (const auto& sizes : wide)
+      run_step(comm, draw_wide(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
     mismatch_case(comm);
     run_step(comm, draw(rng, {}), seed + 999, 999);  // the comm works after the mismatch
     error_cases(comm);

@@ -35,16 +35,19 @@ struct GuardedComm {
 // workspace pool, and the flag that serialises their executes.
 class MpiBatchTransport final : public BatchTransport {
  public:
-  MpiBatchTransport(OwnedComm control, OwnedComm data, OwnedComm collectives, GroupSpec world)
+  // Collective over the world: the locality round (find_batch_locality) runs on `collectives`.
+  MpiBatchTransport(OwnedComm control, OwnedComm data, OwnedComm collectives, GroupSpec world,
+                    const std::vector<uint64_t>& nodes, const detail::Deadline& deadline)
       : control_(control.release(), world),
         data_(std::move(data)),
         collectives_(std::move(collectives)),
-        bootstrap_(scope_of(collectives_, world)) {}
+        bootstrap_(scope_of(collectives_, world)),
+        locality_(find_batch_locality(bootstrap_.scope(), world.position, nodes, deadline)) {}
 
   Bootstrap& world() override { return bootstrap_; }
 
   std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override {
-    return mpi::make_batch_executor(plan, group, control_, data_.get(), pool_, busy_);
+    return mpi::make_batch_executor(plan, group, locality_, control_, data_.get(), pool_, busy_);
   }
   int64_t pool_bytes() const override { return pool_.bytes(); }
 
@@ -62,13 +65,14 @@ class MpiBatchTransport final : public BatchTransport {
   OwnedComm data_;
   GuardedComm collectives_;
   MpiBootstrap bootstrap_;
+  BatchLocality locality_;  // where a group may take the cma path, found once
   WorkspacePool pool_;
   std::atomic<bool> busy_{false};
 };
 
 class MpiGroupTransport final : public GroupTransport {
  public:
-  MpiGroupTransport(OwnedComm world, OwnedComm group, GroupSpec spec)
+  MpiGroupTransport(OwnedComm world, OwnedComm group, GroupSpec spec, const detail::Deadline& deadline)
       : world_(std::move(world)),
         group_(std::move(group)),
         channel_(dup_with_errors_return(group_.comm.get()).release(), spec),
@@ -85,7 +89,7 @@ class MpiGroupTransport final : public GroupTransport {
       OwnedComm data = dup_with_errors_return(world_.get());
       OwnedComm collectives = dup_with_errors_return(world_.get());
       batch_ = std::make_unique<MpiBatchTransport>(std::move(control), std::move(data), std::move(collectives),
-                                                   std::move(all));
+                                                   std::move(all), spec.world_nodes, deadline);
     }
   }
 
@@ -131,14 +135,14 @@ class MpiConnector final : public Connector {
   // The MPI backend works in host memory: a rank contributes its node, no GPU.
   topology::RankLocality locality() override { return topology::make_rank_locality(topology::local_node_identity()); }
 
-  std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline&) override {
+  std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline& deadline) override {
     // Blocking, but every rank of the parent is inside this call since the bounded rounds before.
     OwnedComm world = dup_with_errors_return(parent_.comm());
     MPI_Comm group = MPI_COMM_NULL;
     BASP_MPI_CHECK(MPI_Comm_split(world.get(), spec.index, spec.position, &group));
     OwnedComm group_owned(group);
     BASP_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
-    return std::make_unique<MpiGroupTransport>(std::move(world), std::move(group_owned), spec);
+    return std::make_unique<MpiGroupTransport>(std::move(world), std::move(group_owned), spec, deadline);
   }
 
  private:

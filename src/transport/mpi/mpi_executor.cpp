@@ -149,17 +149,22 @@ class MpiExecutor final : public PlanExecutor {
   std::atomic<bool>* busy_ = nullptr;  // batch plans: the comm's "a batch plan executes" flag
 };
 
-// Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
-// process of each position in `pids`.
-bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
-               const detail::Deadline& deadline, std::vector<pid_t>& pids) {
+// Whether the plan's head-sharded rows are long enough for cross-memory attach to beat pack + send.
+bool rows_suit_cma(const plan::ExchangePlan& plan) {
   int64_t min_row = INT64_MAX;
   for (const auto& g : plan.tensors) {
     for (int32_t j = 0; j < g.k; ++j) {
       if (g.heads_of(j) > 0) min_row = std::min(min_row, g.head_row_bytes(j));
     }
   }
-  if (!forced && min_row < kCmaMinRowBytes) return false;
+  return min_row >= kCmaMinRowBytes;
+}
+
+// Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
+// process of each position in `pids`.
+bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
+               const detail::Deadline& deadline, std::vector<pid_t>& pids) {
+  if (!forced && !rows_suit_cma(plan)) return false;
   // Can every rank read every other rank's memory? Probe a known value through each peer.
   const int k = plan.group_size;
   const int me = plan.position;
@@ -229,13 +234,86 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
 
 }  // namespace
 
+bool BatchLocality::cma_group(const std::vector<int32_t>& members) const {
+  if (p2p_only || members.size() < 2 || cma_node.empty()) return false;
+  const int32_t node = cma_node[static_cast<size_t>(members[0])];
+  if (node < 0) return false;
+  for (int32_t r : members) {
+    if (cma_node[static_cast<size_t>(r)] != node) return false;
+  }
+  return true;
+}
+
+BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_rank, const std::vector<uint64_t>& nodes,
+                                  const detail::Deadline& deadline) {
+  const char* env = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string mode = env ? env : "auto";
+  bool known = false;
+  const int64_t want = wanted_path(mode, &known);
+  int64_t wants[3] = {want, -want, known ? 0 : -1};
+  allreduce_min(world, wants, 3, "the choice of the batch plans' MPI paths at comm creation", deadline);
+  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
+  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
+                 world.where);
+  BASP_CHECK_ARG(wants[0] == -wants[1], "BASP_MPI_TRANSPORT is not the same on every rank of ", world.where,
+                 " (a comm for batch plans needs one value: its groups choose their paths without talking)");
+  BatchLocality out;
+  out.p2p_only = want == kWantP2P;
+  out.forced_cma = want == kWantCma;
+  const auto n = world.labels.size();
+  if (out.p2p_only || nodes.size() != n) return out;  // the same on every rank: no probe round
+  // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
+  static thread_local uint64_t probe_value = 0;
+  probe_value = 0xBA5Cull << 32 | static_cast<uint64_t>(world_rank);
+  struct Endpoint {
+    int64_t pid;
+    uint64_t address;
+  } mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
+  std::vector<Endpoint> all(n);
+  allgather_bytes(world, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at comm creation", deadline);
+  int64_t ok = 1;
+  for (size_t r = 0; r < n && ok; ++r) {
+    if (static_cast<int32_t>(r) != world_rank && nodes[r] == nodes[static_cast<size_t>(world_rank)]) {
+      ok = cma_probe(static_cast<pid_t>(all[r].pid), all[r].address, 0xBA5Cull << 32 | r);
+    }
+  }
+  std::vector<int64_t> oks(n);
+  allgather_bytes(world, &ok, sizeof ok, oks.data(), "the cross-memory-attach probe at comm creation", deadline);
+  // Nodes by first appearance; a node where any rank failed its probe is none.
+  std::vector<uint64_t> keys;
+  std::vector<bool> node_ok;
+  out.cma_node.assign(n, -1);
+  for (size_t r = 0; r < n; ++r) {
+    const auto at = static_cast<size_t>(std::find(keys.begin(), keys.end(), nodes[r]) - keys.begin());
+    if (at == keys.size()) keys.push_back(nodes[r]), node_ok.push_back(true);
+    node_ok[at] = node_ok[at] && oks[r] != 0;
+    out.cma_node[r] = static_cast<int32_t>(at);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (!node_ok[static_cast<size_t>(out.cma_node[r])]) out.cma_node[r] = -1;
+  }
+  for (size_t r = 0; r < n; ++r) {
+    BASP_CHECK(!out.forced_cma || out.cma_node[r] >= 0, BASP_ERROR_UNSUPPORTED,
+               "BASP_MPI_TRANSPORT=cma was requested but cross-memory attach (process_vm_readv) is not permitted "
+               "between the ranks of world rank ",
+               r, "'s node");
+  }
+  for (size_t r = 0; r < n; ++r) out.pids.push_back(static_cast<pid_t>(all[r].pid));
+  return out;
+}
+
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
-                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
-                                                  std::atomic<bool>& busy) {
+                                                  const BatchLocality& locality, ControlChannel& world, MPI_Comm data,
+                                                  WorkspacePool& pool, std::atomic<bool>& busy) {
   auto executor = std::make_unique<MpiExecutor>(plan, batch, world, pool, &busy);
-  // Chosen locally: every rank of the group derives the same K from the same membership.
+  // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
+  const std::vector<int32_t>& members = batch.group.members;
   if (plan.group_size == 1) {
     executor->set_path(make_local_path(executor->path_context()));
+  } else if (locality.cma_group(members) && (locality.forced_cma || rows_suit_cma(plan))) {
+    std::vector<pid_t> pids;
+    for (int32_t r : members) pids.push_back(locality.pids[static_cast<size_t>(r)]);
+    executor->set_path(make_cma_path(executor->path_context(), std::move(pids)));
   } else {
     executor->set_path(make_p2p_path(executor->path_context(), data));
   }

@@ -2,8 +2,12 @@
 // creation, and the plan's control messages (control.h).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "plan/exchange.h"
 #include "transport/mpi/control.h"
@@ -22,11 +26,32 @@ std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, cons
                                             const CollectiveScope& group, ControlChannel& channel,
                                             std::shared_ptr<SharedMemory> memory);
 
+// What a batch plan's group needs to choose its path locally (docs/batch.md): found once, at comm creation.
+struct BatchLocality {
+  std::vector<pid_t> pids;        // every world rank's process
+  std::vector<int32_t> cma_node;  // every world rank's node (an index), -1 where cross-memory attach does not
+                                  // work between every two ranks of its node (or the nodes are not known)
+  bool forced_cma = false;        // BASP_MPI_TRANSPORT=cma (or direct): cma for rows of any size
+  bool p2p_only = false;          // BASP_MPI_TRANSPORT=p2p
+  // Whether the group of these world ranks (two or more) may take the cma path: all on one node where it works.
+  bool cma_group(const std::vector<int32_t>& members) const;
+};
+
+// Collective over the world (`world.comm`, at comm creation): BASP_MPI_TRANSPORT agreed on every rank (auto and
+// staged: cma where a group allows it; batch plans have no staged path), every rank's process and a probe of
+// cross-memory attach between the ranks of each node of `nodes` (every world rank's node key). A value that is not
+// the same on every rank, or not one of auto, p2p, cma, staged, direct, is BASP_ERROR_INVALID_ARGUMENT on every
+// rank; cma forced where some node's ranks cannot read each other's memory is BASP_ERROR_UNSUPPORTED.
+BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_rank, const std::vector<uint64_t>& nodes,
+                                  const detail::Deadline& deadline);
+
 // Not collective: a batch plan's executor (docs/batch.md), over the comm's world-level resources: `world` carries
 // its control messages, `data` (the comm's duplicate of the world) its data messages, `pool` its workspace;
-// `busy` is the comm's flag that serialises batch executes. K = 1: local; else p2p to the group's world ranks.
+// `busy` is the comm's flag that serialises batch executes. Chosen locally, the same on every rank of the group:
+// K = 1: local; a group on one node where `locality` allows cma, its rows of 1 KiB and more (any size when
+// forced): cma; else p2p to the group's world ranks.
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
-                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
-                                                  std::atomic<bool>& busy);
+                                                  const BatchLocality& locality, ControlChannel& world, MPI_Comm data,
+                                                  WorkspacePool& pool, std::atomic<bool>& busy);
 
 }  // namespace basp::transport::mpi

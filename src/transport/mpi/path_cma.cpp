@@ -37,6 +37,10 @@ class CmaPath final : public ExchangePath {
   CmaPath(const PathContext& context, std::vector<pid_t> pids)
       : c_(context), pids_(std::move(pids)), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
     const int64_t bytes = std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position));
+    if (c_.pool != nullptr) {
+      c_.pool->reserve(bytes);  // a batch plan: the comm's pool (exchange_path.h)
+      return;
+    }
     workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
     if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
     std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now
@@ -45,7 +49,9 @@ class CmaPath final : public ExchangePath {
   ~CmaPath() override {
     // A late peer may still read the workspace (it reads, so this process is safe either way, but it must not read
     // memory reused for something else while it believes it is in the same exchange).
-    if (peers_may_read_) detail::keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
+    if (peers_may_read_ && workspace_) {
+      detail::keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
+    }
   }
 
   basp_path_t id() const override { return BASP_PATH_CMA; }
@@ -59,9 +65,9 @@ class CmaPath final : public ExchangePath {
       c_.control->arrive(addresses, tensor_addresses(x, n, addresses), 0, x.deadline,
                          x.scatter() ? "the arrival of the group's ranks at basp_scatter (cma path)"
                                      : "the arrival of the group's ranks at basp_gather (cma path)",
-                         reinterpret_cast<uint64_t>(workspace_.get()));
+                         reinterpret_cast<uint64_t>(workspace()));
     } catch (const detail::Error& e) {
-      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read_ = true;
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read();
       throw;
     }
     const bool shared = shared_.usable(x);
@@ -84,7 +90,7 @@ class CmaPath final : public ExchangePath {
                         "the cma path's completion (a peer still pending may yet read this rank's tensors: do not "
                         "reuse them)");
     } catch (const detail::Error& e) {
-      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read_ = true;
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read();
       throw;
     }
     if (error) std::rethrow_exception(error);
@@ -94,10 +100,18 @@ class CmaPath final : public ExchangePath {
  private:
   static bool streaming(const layout::Geometry& g) { return g.head_tensor_bytes(g.me) >= kStreamingMinBytes; }
 
+  // This plan's workspace, or a batch plan's: the comm's pool, which batch executes use one at a time.
+  std::byte* workspace() const { return c_.pool != nullptr ? c_.pool->data() : workspace_.get(); }
+  // A timeout left a peer that may still read the workspace: keep it (a pool for the life of the process).
+  void peers_may_read() {
+    peers_may_read_ = true;
+    if (c_.pool != nullptr) c_.pool->pin();
+  }
+
   // Tensor t's chunk for position j in this rank's workspace.
   std::byte* own_chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    return workspace_.get() + p.workspace_offset(p.position, t, j, x.tokens);
+    return workspace() + p.workspace_offset(p.position, t, j, x.tokens);
   }
 
   // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.
@@ -182,6 +196,7 @@ class CmaPath final : public ExchangePath {
   SharedPath shared_;
   CmaChannel channel_;
   std::unique_ptr<std::byte, FreeDeleter> workspace_;  // the peers' chunks, in ExchangePlan's workspace order
+                                                       // (none for a batch plan: c_.pool)
   std::vector<layout::RowPlace> places_;               // scratch: one place per position
   bool peers_may_read_ = false;                        // a timeout left a peer that may still read the workspace
 };

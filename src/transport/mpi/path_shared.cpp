@@ -25,6 +25,7 @@ SharedPath::SharedPath(const PathContext& context)
     : c_(context), places_(static_cast<size_t>(context.plan->group_size)) {}
 
 bool SharedPath::mine_usable(const Exchange& x) const {
+  if (!c_.memory) return false;  // a batch plan: no basp_mem_alloc memory of a group
   const plan::ExchangePlan& p = *c_.plan;
   for (int32_t t = 0; t < p.num_tensors(); ++t) {
     const auto bytes = static_cast<uint64_t>(x.geom[t].head_tensor_bytes(p.position));
@@ -35,6 +36,7 @@ bool SharedPath::mine_usable(const Exchange& x) const {
 }
 
 bool SharedPath::usable(const Exchange& x) {
+  if (!c_.memory) return false;  // a batch plan: no basp_mem_alloc memory of a group
   const plan::ExchangePlan& p = *c_.plan;
   const int32_t n = p.num_tensors();
   // Every rank holds the same table of regions and the same addresses: every rank reaches the same verdict.
