@@ -6,7 +6,8 @@
 // the holders' sum (count x value, exact in FP32) where one is. Outputs are poisoned first. Then the error cases:
 // a mismatched batch description on one rank (MISMATCH on its group, the comm usable afterwards), bad descriptions
 // named, the planner's answer identical on every rank and exchanged bit-exactly, and last a rank that skipped a
-// batch plan (MISMATCH naming the plan numbers).
+// batch plan (MISMATCH naming the plan numbers), and BASP_MPI_TRANSPORT values refused at comm creation. Every step
+// checks the path its group took against docs/batch.md's rule.
 //
 // usage: test_batch [steps] [seed] [timeout|calibrate|threads]
 //   timeout:   only the case of a rank that believes it is alone
@@ -325,6 +326,39 @@ basp_comm_t make_comm(int64_t timeout_ms) {
     std::exit(1);
   }
   return comm;
+}
+
+// BASP_MPI_TRANSPORT at the creation of a comm for batch plans: a value that is not one of the five, or not the
+// same on every rank, is BASP_ERROR_INVALID_ARGUMENT naming it on every rank, and the next creation works.
+void transport_env_case() {
+  const char* before = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string saved = before ? before : "";
+  basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+  cfg.micro_batch = 0;
+  cfg.batch_capacity = kCapacity;
+  cfg.timeout_ms = 20000;
+  struct Case {
+    const char* mine;
+    const char* want;
+  };
+  std::vector<Case> cases = {{"bogus", "BASP_MPI_TRANSPORT (bogus) must be auto, p2p, cma"}};
+  if (g_size > 1) cases.push_back({g_rank == 0 ? "p2p" : "cma", "BASP_MPI_TRANSPORT is not the same on every rank"});
+  for (const Case& c : cases) {
+    setenv("BASP_MPI_TRANSPORT", c.mine, 1);
+    basp_comm_t comm = nullptr;
+    const basp_status_t rc = basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm);
+    EXPECT(rc == BASP_ERROR_INVALID_ARGUMENT && comm == nullptr && contains(basp_last_error(), c.want),
+           "BASP_MPI_TRANSPORT=%s: comm creation returned %s (%s), expected BASP_ERROR_INVALID_ARGUMENT naming '%s'",
+           c.mine, basp_status_string(rc), basp_last_error(), c.want);
+    if (comm != nullptr) basp_comm_destroy(comm);
+  }
+  if (before) {
+    setenv("BASP_MPI_TRANSPORT", saved.c_str(), 1);
+  } else {
+    unsetenv("BASP_MPI_TRANSPORT");
+  }
+  basp_comm_t comm = make_comm(20000);  // exits on failure
+  basp_comm_destroy(comm);
 }
 
 // One group of the whole world; rank `odd` describes document 0 one token longer.
@@ -781,6 +815,7 @@ int main(int argc, char** argv) {
     planner_case(comm, seed);
     skipped_plan_case(comm);
     basp_comm_destroy(comm);
+    transport_env_case();
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
