@@ -146,6 +146,27 @@ class DocumentAssignment:
             return out, torch.as_tensor(positions, device=out.device)
         return (np.concatenate(pieces) if pieces else template[:0].copy()), positions
 
+    def unpack(self, local: Array) -> List[Tuple[int, int, Array]]:
+        """pack's inverse: this rank's per-token result (hidden states, logits, per-token losses), an array or
+        tensor of shape [num_tokens, ...] in the order of its packed input, cut at the document boundaries.
+        Returns (document, offset, piece) for each document this rank holds tokens of, in stream order: `piece`
+        (a view of `local`, no copy) is tokens [offset, offset + len(piece)) of micro-batch document `document`.
+        The pieces of all ranks of the group, put at their offsets, give every document of the group whole."""
+        where = "basp.data.DocumentAssignment.unpack"
+        shape = _arrays.ArrayInfo(local, "%s: local" % where).shape
+        if len(shape) < 1 or shape[0] != self.num_tokens:
+            raise invalid_argument("%s: local has shape %s but this rank holds %d tokens (%d..%d of its group's "
+                                   "stream)" % (where, tuple(shape), self.num_tokens, self.token_begin,
+                                                self.token_end))
+        out = []
+        t, j = self.token_begin, self.first_doc
+        while t < self.token_end:
+            start, end = int(self.cu_seqlens[j]), int(self.cu_seqlens[j + 1])
+            stop = min(self.token_end, end)
+            out.append((self.docs[j], t - start, local[t - self.token_begin:stop - self.token_begin]))
+            t, j = stop, j + 1
+        return out
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DocumentAssignment):
             return NotImplemented
@@ -311,3 +332,10 @@ def pack_batch(documents: Sequence[Array], batch: Batch, rank: Optional[int] = N
     tokens, positions = assignment.pack(documents)
     return BatchInput(tokens=tokens, positions=positions, cu_seqlens=assignment.cu_seqlens,
                       max_seqlen=int(assignment.max_seqlen), assignment=assignment)
+
+
+def unpack_batch(local: Array, batch: Batch, rank: Optional[int] = None) -> List[Tuple[int, int, Array]]:
+    """pack_batch's inverse for a THD batch plan: this rank's per-token result [num_tokens, ...] cut at its
+    documents' boundaries, as (document, offset, piece) in stream order (DocumentAssignment.unpack). rank: as for
+    batch_assignment."""
+    return batch_assignment(batch, rank).unpack(local)

@@ -7,7 +7,8 @@ under mpirun, with NumPy only:
   written into poisoned outputs, and the gather of the scatter's output the holders' sum (exact in FP64);
 - the planner's answer (and its predicted time) identical on every rank (mpi4py allgather), a partition of the
   world and of the documents, before and after setting a cost model, and a plan made from it exchanging exactly;
-- basp.data.pack_batch and batch_assignment against an independent slicing of the group's stream;
+- basp.data.pack_batch and batch_assignment against an independent slicing of the group's stream, and
+  unpack_batch's pieces of every rank rebuilding every document exactly once;
 - the cost model: get/set, export/import round trip, malformed text raising with the line named, bad values named;
 - the refusals: a comm without batch_capacity, a batch that is no partition, a description the library refuses.
 
@@ -253,6 +254,20 @@ def test_pack_batch_against_slicing():
             otok = split_bounds(len(owhole), ok)
             check.true(np.array_equal(basp.data.pack_batch(documents, batch, rank=other).tokens,
                                       owhole[otok[opos]:otok[opos + 1]]), "%s: rank %d's tokens" % (what, other))
+            # unpack_batch, pack's inverse: every rank's pieces of a per-token result (here its packed input, poisoned
+            # copies of it elsewhere) put at their offsets give every document of the micro-batch whole, once.
+            local = packed.tokens.copy()
+            pieces = basp.data.unpack_batch(local, batch)
+            check.true(all(np.shares_memory(p, local) for _, _, p in pieces if p.size), "%s: pieces are views" % what)
+            rebuilt = [np.full((L, 3), POISON, np.float32) for L in lengths]
+            covered = [np.zeros(L, np.int64) for L in lengths]
+            for rank_pieces in WORLD.allgather(pieces):
+                for d, offset, piece in rank_pieces:
+                    rebuilt[d][offset:offset + len(piece)] = piece
+                    covered[d][offset:offset + len(piece)] += 1
+            check.true(all(np.array_equal(r, doc) for r, doc in zip(rebuilt, documents)),
+                       "%s: the documents rebuilt from every rank's unpacked pieces" % what)
+            check.true(all((c == 1).all() for c in covered), "%s: every token in exactly one piece" % what)
         lengths = [3, 4]
         batch = basp.Batch([list(range(N))], docs=[[1, 0]], lengths=lengths)
         expect_error(lambda: basp.data.pack_batch([np.zeros((3, 2))], batch, rank=0), S.ERROR_INVALID_ARGUMENT,
@@ -261,6 +276,11 @@ def test_pack_batch_against_slicing():
                      S.ERROR_INVALID_ARGUMENT, "documents[1] has shape (5, 2)")
         expect_error(lambda: basp.data.pack_batch([np.zeros((3, 2))] * 2, batch), S.ERROR_INVALID_ARGUMENT,
                      "describes no rank")
+        if N > 1:
+            short = basp.data.batch_assignment(batch, rank=0).num_tokens
+            expect_error(lambda: basp.data.unpack_batch(np.zeros((short + 1, 2)), batch, rank=0),
+                         S.ERROR_INVALID_ARGUMENT, "local has shape (%d, 2) but this rank holds %d tokens" % (short + 1,
+                                                                                                          short))
         seqs = basp.Batch([list(range(N))], sequences=[2])
         expect_error(lambda: basp.data.batch_assignment(seqs, rank=0), S.ERROR_INVALID_ARGUMENT, "BSHD/SBHD")
 
