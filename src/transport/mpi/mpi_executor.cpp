@@ -37,6 +37,26 @@ int64_t wanted_path(const std::string& mode, bool* known) {
   return kWantP2P;  // a bad value on one rank still takes part, so its peers do not wait for it
 }
 
+// BASP_MPI_TRANSPORT over the ranks of `scope` (one bounded all-reduce): the least and the greatest wish. A value
+// that is not one of the five, on this rank or on another of `where`, is BASP_ERROR_INVALID_ARGUMENT on every rank.
+struct TransportWish {
+  int64_t least;
+  int64_t most;
+};
+TransportWish agree_transport(const CollectiveScope& scope, const std::string& where, const char* step,
+                              const detail::Deadline& deadline) {
+  const char* env = std::getenv("BASP_MPI_TRANSPORT");
+  const std::string mode = env ? env : "auto";
+  bool known = false;
+  const int64_t want = wanted_path(mode, &known);
+  int64_t wants[3] = {want, -want, known ? 0 : -1};
+  allreduce_min(scope, wants, 3, step, deadline);
+  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
+  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
+                 where);
+  return {wants[0], -wants[1]};
+}
+
 class MpiExecutor final : public PlanExecutor {
  public:
   MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
@@ -160,6 +180,27 @@ bool rows_suit_cma(const plan::ExchangePlan& plan) {
   return min_row >= kCmaMinRowBytes;
 }
 
+// The value rank `me` of a probe holds where its peers read it.
+uint64_t cma_probe_value(int32_t me) { return 0xBA5Bull << 32 | static_cast<uint32_t>(me); }
+
+// One rank's process and the address of its probe value, as its peers read it.
+struct CmaEndpoint {
+  int64_t pid;
+  uint64_t address;
+};
+
+// Collective over `scope` (`size` ranks, this one `me`): every rank's endpoint. The probe value stays valid while
+// the peers read it: this thread is inside the next collective of the probe until they are done.
+std::vector<CmaEndpoint> exchange_cma_endpoints(const CollectiveScope& scope, int32_t me, int32_t size,
+                                                const char* step, const detail::Deadline& deadline) {
+  static thread_local uint64_t probe_value = 0;
+  probe_value = cma_probe_value(me);
+  const CmaEndpoint mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
+  std::vector<CmaEndpoint> all(static_cast<size_t>(size));
+  allgather_bytes(scope, &mine, sizeof(CmaEndpoint), all.data(), step, deadline);
+  return all;
+}
+
 // Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
 // process of each position in `pids`.
 bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
@@ -168,26 +209,19 @@ bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, boo
   // Can every rank read every other rank's memory? Probe a known value through each peer.
   const int k = plan.group_size;
   const int me = plan.position;
-  static thread_local uint64_t probe_value = 0;
-  probe_value = 0xBA5Bull << 32 | static_cast<uint64_t>(me);
-  struct Endpoint {
-    int64_t pid;
-    uint64_t address;
-  } mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
-  std::vector<Endpoint> all(static_cast<size_t>(k));
-  allgather_bytes(group, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at basp_plan_create",
-                  deadline);
+  const std::vector<CmaEndpoint> all =
+      exchange_cma_endpoints(group, me, k, "the exchange of process ids at basp_plan_create", deadline);
   int64_t ok = one_node ? 1 : 0;
   for (int j = 0; j < k && ok; ++j) {
     if (j != me) {
-      ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, 0xBA5Bull << 32 | static_cast<uint64_t>(j));
+      ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, cma_probe_value(j));
     }
   }
   allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
   BASP_CHECK(ok || !forced, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=cma was requested but ",
              !one_node ? "the group spans several nodes"
                        : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
-  for (const Endpoint& e : all) pids.push_back(static_cast<pid_t>(e.pid));
+  for (const CmaEndpoint& e : all) pids.push_back(static_cast<pid_t>(e.pid));
   return ok == 1;
 }
 
@@ -195,18 +229,11 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
                                           const CollectiveScope& group) {
   if (plan.group_size == 1) return make_local_path(context);
   const detail::Deadline deadline(context.group->timeout_ms);
-  const char* env = std::getenv("BASP_MPI_TRANSPORT");
-  const std::string mode = env ? env : "auto";
-  bool known = false;
-  const int64_t want = wanted_path(mode, &known);
   // Every rank must take the same path, whatever its environment says.
-  int64_t wants[3] = {want, -want, known ? 0 : -1};
-  allreduce_min(group, wants, 3, "the choice of the MPI path at basp_plan_create", deadline);
-  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
-  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
-                 context.group->where);
-  const int64_t min_want = wants[0];
-  const int64_t max_want = -wants[1];
+  const TransportWish wish =
+      agree_transport(group, context.group->where, "the choice of the MPI path at basp_plan_create", deadline);
+  const int64_t min_want = wish.least;
+  const int64_t max_want = wish.most;
   if (min_want == kWantP2P) return make_p2p_path(context, group.comm);  // p2p anywhere wins: every rank can do it
   BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto,
                  "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ", context.group->where,
@@ -246,35 +273,23 @@ bool BatchLocality::cma_group(const std::vector<int32_t>& members) const {
 
 BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_rank, const std::vector<uint64_t>& nodes,
                                   const detail::Deadline& deadline) {
-  const char* env = std::getenv("BASP_MPI_TRANSPORT");
-  const std::string mode = env ? env : "auto";
-  bool known = false;
-  const int64_t want = wanted_path(mode, &known);
-  int64_t wants[3] = {want, -want, known ? 0 : -1};
-  allreduce_min(world, wants, 3, "the choice of the batch plans' MPI paths at comm creation", deadline);
-  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
-  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
-                 world.where);
-  BASP_CHECK_ARG(wants[0] == -wants[1], "BASP_MPI_TRANSPORT is not the same on every rank of ", world.where,
+  const TransportWish wish =
+      agree_transport(world, world.where, "the choice of the batch plans' MPI paths at comm creation", deadline);
+  BASP_CHECK_ARG(wish.least == wish.most, "BASP_MPI_TRANSPORT is not the same on every rank of ", world.where,
                  " (a comm for batch plans needs one value: its groups choose their paths without talking)");
+  const int64_t want = wish.least;
   BatchLocality out;
   out.p2p_only = want == kWantP2P;
   out.forced_cma = want == kWantCma;
   const auto n = world.labels.size();
   if (out.p2p_only || nodes.size() != n) return out;  // the same on every rank: no probe round
   // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
-  static thread_local uint64_t probe_value = 0;
-  probe_value = 0xBA5Cull << 32 | static_cast<uint64_t>(world_rank);
-  struct Endpoint {
-    int64_t pid;
-    uint64_t address;
-  } mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
-  std::vector<Endpoint> all(n);
-  allgather_bytes(world, &mine, sizeof(Endpoint), all.data(), "the exchange of process ids at comm creation", deadline);
+  const std::vector<CmaEndpoint> all = exchange_cma_endpoints(world, world_rank, static_cast<int32_t>(n),
+                                                              "the exchange of process ids at comm creation", deadline);
   int64_t ok = 1;
   for (size_t r = 0; r < n && ok; ++r) {
     if (static_cast<int32_t>(r) != world_rank && nodes[r] == nodes[static_cast<size_t>(world_rank)]) {
-      ok = cma_probe(static_cast<pid_t>(all[r].pid), all[r].address, 0xBA5Cull << 32 | r);
+      ok = cma_probe(static_cast<pid_t>(all[r].pid), all[r].address, cma_probe_value(static_cast<int32_t>(r)));
     }
   }
   std::vector<int64_t> oks(n);
