@@ -117,5 +117,8 @@ std::unique_ptr<ExchangePath> make_cma_path(const PathContext& context, std::vec
 // other's memory.
 std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const CollectiveScope& group,
                                                const detail::Deadline& deadline);
+class NodeStaging;
+// Not collective: a batch plan's staged path (a group on one node with staging) over the comm's node staging.
+std::unique_ptr<ExchangePath> make_batch_staged_path(const PathContext& context, NodeStaging& staging);
 
 }  // namespace basp::transport::mpi

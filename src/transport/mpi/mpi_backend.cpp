@@ -42,12 +42,21 @@ class MpiBatchTransport final : public BatchTransport {
         data_(std::move(data)),
         collectives_(std::move(collectives)),
         bootstrap_(scope_of(collectives_, world)),
-        locality_(find_batch_locality(bootstrap_.scope(), world.position, nodes, deadline)) {}
+        locality_(find_batch_locality(bootstrap_.scope(), world.position, nodes, deadline)) {
+    // The same verdicts on every rank: the transport wish is agreed, and set_up's rounds are collective.
+    if (locality_.p2p_only || locality_.forced_cma) return;
+    staging_.set_up(bootstrap_.scope(), world.position, nodes, deadline);
+    for (size_t r = 0; r < world.members.size() && locality_.forced_staged; ++r) {
+      BASP_CHECK(staging_.usable(static_cast<int32_t>(r)), BASP_ERROR_UNSUPPORTED,
+                 "BASP_MPI_TRANSPORT=staged was requested but the ranks of world rank ", r,
+                 "'s node cannot map each other's memory (memfd through /proc)");
+    }
+  }
 
   Bootstrap& world() override { return bootstrap_; }
 
   std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override {
-    return mpi::make_batch_executor(plan, group, locality_, control_, data_.get(), pool_, busy_);
+    return mpi::make_batch_executor(plan, group, locality_, staging_, control_, data_.get(), pool_, busy_);
   }
   int64_t pool_bytes() const override { return pool_.bytes(); }
 
@@ -66,6 +75,7 @@ class MpiBatchTransport final : public BatchTransport {
   GuardedComm collectives_;
   MpiBootstrap bootstrap_;
   BatchLocality locality_;  // where a group may take the cma path, found once
+  NodeStaging staging_;     // the per-node staging regions of the staged path
   WorkspacePool pool_;
   std::atomic<bool> busy_{false};
 };

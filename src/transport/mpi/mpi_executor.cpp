@@ -281,6 +281,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
   BatchLocality out;
   out.p2p_only = want == kWantP2P;
   out.forced_cma = want == kWantCma;
+  out.forced_staged = want == kWantStaged;
   const auto n = world.labels.size();
   if (out.p2p_only || nodes.size() != n) return out;  // the same on every rank: no probe round
   // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
@@ -318,13 +319,16 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
 }
 
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
-                                                  const BatchLocality& locality, ControlChannel& world, MPI_Comm data,
-                                                  WorkspacePool& pool, std::atomic<bool>& busy) {
+                                                  const BatchLocality& locality, NodeStaging& staging,
+                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
+                                                  std::atomic<bool>& busy) {
   auto executor = std::make_unique<MpiExecutor>(plan, batch, world, pool, &busy);
   // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
   const std::vector<int32_t>& members = batch.group.members;
   if (plan.group_size == 1) {
     executor->set_path(make_local_path(executor->path_context()));
+  } else if (!locality.p2p_only && !locality.forced_cma && staging.one_node(members)) {
+    executor->set_path(make_batch_staged_path(executor->path_context(), staging));
   } else if (locality.cma_group(members) && (locality.forced_cma || rows_suit_cma(plan))) {
     std::vector<pid_t> pids;
     for (int32_t r : members) pids.push_back(locality.pids[static_cast<size_t>(r)]);

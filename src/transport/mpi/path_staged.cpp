@@ -12,13 +12,14 @@
 // rank whose own tensors lie there skips step 1, expecting it; if its peers' do not, it fills its region after
 // round 1 and a third round (kReady) follows. A rank writes only its own region before round 1, so a rank that
 // gives up there (a peer never came) has written nothing a late peer could not overwrite itself; inputs are only
-// ever read.
+// ever read. A batch plan's regions are the comm's per-node staging instead (node_staging.h), made at comm creation.
 #include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
 #include "layout/host_copy.h"
 #include "transport/mpi/exchange_path.h"
+#include "transport/mpi/node_staging.h"
 
 namespace basp::transport::mpi {
 namespace {
@@ -29,6 +30,20 @@ class StagedPath final : public ExchangePath {
  public:
   explicit StagedPath(const PathContext& context)
       : c_(context), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {}
+
+  // A batch plan's: the regions are the comm's node staging (node_staging.h), this rank's grown to its need and each
+  // peer's mapped as far as that peer will write it.
+  StagedPath(const PathContext& context, NodeStaging& staging)
+      : c_(context), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
+    const plan::ExchangePlan& p = *c_.plan;
+    base_.assign(static_cast<size_t>(p.group_size), nullptr);
+    for (int32_t j = 0; j < p.group_size; ++j) {
+      const int64_t bytes = p.region_bytes(j);
+      base_[static_cast<size_t>(j)] =
+          j == p.position ? staging.own(bytes) : staging.peer(c_.group->members[static_cast<size_t>(j)], bytes);
+    }
+    bytes_ = p.region_bytes(p.position);
+  }
 
   // Collective: the regions; false (on every rank alike) when some rank cannot map another's.
   bool set_up(const CollectiveScope& group, const detail::Deadline& deadline) {
@@ -135,13 +150,17 @@ class StagedPath final : public ExchangePath {
 
   PathContext c_;
   SharedPath shared_;
-  SharedMemory staging_;                  // this rank's region and every peer's mapping
+  SharedMemory staging_;                  // this rank's region and every peer's mapping (none: a batch plan's)
   int64_t bytes_ = 0;                     // the size of this rank's region
   std::vector<std::byte*> base_;          // each position's region, mapped here
   std::vector<layout::RowPlace> places_;  // scratch: one place per position
 };
 
 }  // namespace
+
+std::unique_ptr<ExchangePath> make_batch_staged_path(const PathContext& context, NodeStaging& staging) {
+  return std::make_unique<StagedPath>(context, staging);
+}
 
 std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const CollectiveScope& group,
                                                const detail::Deadline& deadline) {
