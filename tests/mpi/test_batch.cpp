@@ -589,7 +589,8 @@ void skipped_plan_case(basp_comm_t comm) {
   if (g_rank == 0) basp_batch_plan_create(comm, &d, &a.b, &extra);
   basp_plan_t plan = nullptr;
   basp_batch_plan_create(comm, &d, &a.b, &plan);
-  std::vector<float> in(1, 1.0f), out(static_cast<size_t>(g_size), kPoisonValue);
+  // One token of N heads in, N tokens of one head out (the staged path reads the whole input before round 1).
+  std::vector<float> in(static_cast<size_t>(g_size), 1.0f), out(static_cast<size_t>(g_size), kPoisonValue);
   const void* ins[1] = {in.data()};
   void* outs[1] = {out.data()};
   const basp_status_t rc = basp_scatter(plan, ins, outs, nullptr);

@@ -3,10 +3,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "common/error.h"
+#include "common/keep_forever.h"
 #include "topology/node_identity.h"
 #include "transport/mpi/control.h"
 #include "transport/mpi/mpi_collectives.h"
@@ -162,7 +164,12 @@ class MpiConnector final : public Connector {
 }  // namespace
 
 WorkspacePool::~WorkspacePool() {
-  if (pinned_) return;  // MPI may still read it (a send it could not take back): kept for the process's life
+  if (pinned_) {
+    // A late peer may still read it (a send MPI could not take back, a cma peer past its timeout): kept for the
+    // process's life.
+    detail::keep_forever(std::shared_ptr<std::byte>(data_, [](std::byte* p) { std::free(p); }));
+    return;
+  }
   std::free(data_);
 }
 
