@@ -262,13 +262,7 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
 }  // namespace
 
 bool BatchLocality::cma_group(const std::vector<int32_t>& members) const {
-  if (p2p_only || members.size() < 2 || cma_node.empty()) return false;
-  const int32_t node = cma_node[static_cast<size_t>(members[0])];
-  if (node < 0) return false;
-  for (int32_t r : members) {
-    if (cma_node[static_cast<size_t>(r)] != node) return false;
-  }
-  return true;
+  return !p2p_only && on_one_working_node(cma_node, members);
 }
 
 BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_rank, const std::vector<uint64_t>& nodes,
@@ -295,19 +289,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
   }
   std::vector<int64_t> oks(n);
   allgather_bytes(world, &ok, sizeof ok, oks.data(), "the cross-memory-attach probe at comm creation", deadline);
-  // Nodes by first appearance; a node where any rank failed its probe is none.
-  std::vector<uint64_t> keys;
-  std::vector<bool> node_ok;
-  out.cma_node.assign(n, -1);
-  for (size_t r = 0; r < n; ++r) {
-    const auto at = static_cast<size_t>(std::find(keys.begin(), keys.end(), nodes[r]) - keys.begin());
-    if (at == keys.size()) keys.push_back(nodes[r]), node_ok.push_back(true);
-    node_ok[at] = node_ok[at] && oks[r] != 0;
-    out.cma_node[r] = static_cast<int32_t>(at);
-  }
-  for (size_t r = 0; r < n; ++r) {
-    if (!node_ok[static_cast<size_t>(out.cma_node[r])]) out.cma_node[r] = -1;
-  }
+  out.cma_node = working_nodes(nodes, oks);  // a node where any rank failed its probe is none
   for (size_t r = 0; r < n; ++r) {
     BASP_CHECK(!out.forced_cma || out.cma_node[r] >= 0, BASP_ERROR_UNSUPPORTED,
                "BASP_MPI_TRANSPORT=cma was requested but cross-memory attach (process_vm_readv) is not permitted "

@@ -25,6 +25,30 @@ struct Published {
 
 }  // namespace
 
+std::vector<int32_t> working_nodes(const std::vector<uint64_t>& nodes, const std::vector<int64_t>& ok) {
+  std::vector<uint64_t> keys;
+  std::vector<bool> node_ok;
+  std::vector<int32_t> out(nodes.size(), -1);
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    const auto at = static_cast<size_t>(std::find(keys.begin(), keys.end(), nodes[r]) - keys.begin());
+    if (at == keys.size()) keys.push_back(nodes[r]), node_ok.push_back(true);
+    node_ok[at] = node_ok[at] && ok[r] != 0;
+    out[r] = static_cast<int32_t>(at);
+  }
+  for (int32_t& n : out) {
+    if (!node_ok[static_cast<size_t>(n)]) n = -1;
+  }
+  return out;
+}
+
+bool on_one_working_node(const std::vector<int32_t>& node, const std::vector<int32_t>& members) {
+  if (members.size() < 2 || node.empty() || node[static_cast<size_t>(members[0])] < 0) return false;
+  for (int32_t r : members) {
+    if (node[static_cast<size_t>(r)] != node[static_cast<size_t>(members[0])]) return false;
+  }
+  return true;
+}
+
 NodeStaging::~NodeStaging() {
   for (const Mapping& m : mappings_) munmap(m.address, m.bytes);
   for (int fd : peer_fd_) {
@@ -60,19 +84,7 @@ void NodeStaging::set_up(const CollectiveScope& world, int32_t me, const std::ve
   std::vector<int64_t> oks(n);
   allgather_bytes(world, &ok, sizeof ok, oks.data(), "the check of the batch staging regions at comm creation",
                   deadline);
-  // Nodes by first appearance; a node where any rank failed has none.
-  std::vector<uint64_t> keys;
-  std::vector<bool> node_ok;
-  node_.assign(n, -1);
-  for (size_t r = 0; r < n; ++r) {
-    const auto at = static_cast<size_t>(std::find(keys.begin(), keys.end(), nodes[r]) - keys.begin());
-    if (at == keys.size()) keys.push_back(nodes[r]), node_ok.push_back(true);
-    node_ok[at] = node_ok[at] && oks[r] != 0;
-    node_[r] = static_cast<int32_t>(at);
-  }
-  for (size_t r = 0; r < n; ++r) {
-    if (!node_ok[static_cast<size_t>(node_[r])]) node_[r] = -1;
-  }
+  node_ = working_nodes(nodes, oks);
   if (!usable(me)) {
     for (int& fd : peer_fd_) {
       if (fd >= 0) close(fd);
@@ -81,13 +93,7 @@ void NodeStaging::set_up(const CollectiveScope& world, int32_t me, const std::ve
   }
 }
 
-bool NodeStaging::one_node(const std::vector<int32_t>& members) const {
-  if (members.size() < 2 || !usable(members[0])) return false;
-  for (int32_t r : members) {
-    if (node_[static_cast<size_t>(r)] != node_[static_cast<size_t>(members[0])]) return false;
-  }
-  return true;
-}
+bool NodeStaging::one_node(const std::vector<int32_t>& members) const { return on_one_working_node(node_, members); }
 
 std::byte* NodeStaging::map(int fd, int64_t bytes, const char* whose, int32_t rank) {
   void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -20,6 +20,13 @@
 
 namespace basp::transport::mpi {
 
+// Every world rank's node as an index (by first appearance of its key in `nodes`), or -1 where any rank of that node
+// has ok[r] == 0: the verdict every rank reaches alike from the same gathered flags.
+std::vector<int32_t> working_nodes(const std::vector<uint64_t>& nodes, const std::vector<int64_t>& ok);
+// Whether `members` (two or more world ranks) all lie on one working node of `node` (working_nodes' answer; empty:
+// none).
+bool on_one_working_node(const std::vector<int32_t>& node, const std::vector<int32_t>& members);
+
 class NodeStaging {
  public:
   NodeStaging() = default;
