@@ -4,7 +4,8 @@
 #      Google Benchmark needed; nvcc, CMake and ninja are),
 #   2. runs the GPU tests (CTest label "gpu"): kernel unit tests, the K = 2, 3, 4, 8 loopback (and whether NCCL accepts two
 #      ranks on one GPU), the NCCL single-rank smoke test through the C ABI, the NCCL exchange path in a CUDA graph,
-#      the multi-GPU test (one thread per GPU; skipped, without failing, on a one-GPU machine), and the Python
+#      the multi-GPU test (one thread per GPU; skipped, without failing, on a one-GPU machine), batch plans (the
+#      tag check and guarded unpacks, one rank through the C ABI, and across GPUs when there are), and the Python
 #      binding's CUDA test with no MPI (when python3 has PyTorch),
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs), and what the pointer-kind check of an execute costs with a driver,
@@ -70,7 +71,8 @@ nccl_found=$(grep -h 'libbasp .*NCCL=' "$log" | tail -1 | grep -o 'NCCL=[01]')
 
 # --- GPU tests ---------------------------------------------------------------------------------------------
 declare -A result
-for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_nccl_exchange test_gpu_nccl_threads; do
+for t in test_gpu_pack_kernels test_gpu_loopback test_gpu_nccl_capi test_gpu_nccl_exchange test_gpu_nccl_threads \
+         test_gpu_nccl_batch; do
   if [[ ! -x "$build/tests/gpu/$t" ]]; then
     result[$t]="not built"
     continue
@@ -173,6 +175,8 @@ done
   printf '| %-46s | %s\n' "NCCL one rank (C ABI: _nccl and _oob, graph)" "${result[test_gpu_nccl_capi]}"
   printf '| %-46s | %s\n' "NCCL exchange path (ncclAlltoAll, graph)" "${result[test_gpu_nccl_exchange]}"
   printf '| %-46s | %s\n' "NCCL across GPUs (threads: exchange, mismatch)" "${result[test_gpu_nccl_threads]}"
+  printf '| %-46s | %s\n' "NCCL batch plans (tag check, 1 rank, threads)" \
+    "${result[test_gpu_nccl_batch]}$(grep -o 'part 3 skipped' "$out/test_gpu_nccl_batch.log" 2>/dev/null | sed 's/^/; /')"
   printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   printf '| %-46s | %s\n' "pointer-kind check, with a driver" "$check_cost"

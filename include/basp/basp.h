@@ -469,7 +469,10 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  * exchange, so a rank whose description (or count) differs from its group's gets BASP_ERROR_MISMATCH; a rank that
  * believes itself in another group than its peers do makes them wait, and they fail with BASP_ERROR_TIMEOUT naming
  * it. Never wrong data. Batch plans of one comm share its workspace pool and one message tag, so their executes run
- * one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). MPI backend only in this release.
+ * one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an execute
+ * only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing and
+ * is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
+ * exchange that has not ended within the timeout (BASP_ERROR_TIMEOUT); see docs/batch.md.
  * ------------------------------------------------------------------------------------------------------- */
 #define BASP_BATCH_MAGIC 0x42424154u /* "BBAT" */
 #define BASP_BATCH_VERSION 1u

@@ -88,7 +88,7 @@ class ProcessGroupAllgather(OobAllgather):
 
 def comm_from_process_group(micro_batch: Optional[int] = None, group: Any = None, num_groups: Optional[int] = None,
                             placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None,
-                            timeout_ms: Optional[int] = None) -> Comm:
+                            timeout_ms: Optional[int] = None, batch_capacity: Optional[int] = None) -> Comm:
     """A basp.Comm on the NCCL backend over the ranks of a torch.distributed process group (default: the
     world), for programs started by torchrun or any other launcher: no MPI needed. Collective over `group`.
 
@@ -97,8 +97,9 @@ def comm_from_process_group(micro_batch: Optional[int] = None, group: Any = None
     NCCL unique ids over the process group's all_gather (any backend: gloo or nccl), then makes one NCCL
     communicator per BASP group on each rank's current CUDA device. Arguments as for basp.Comm.from_oob."""
     where = "basp.torch.comm_from_process_group"
-    if micro_batch is None and config is None:
-        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B)" % where)
+    if micro_batch is None and config is None and not batch_capacity:
+        raise invalid_argument("%s: micro_batch is required (sequences per micro-batch, B), unless the comm serves "
+                               "batch plans only (batch_capacity > 0)" % where)
     _process_group_rank(group, where)
     return Comm.from_oob(ProcessGroupAllgather(group), micro_batch=micro_batch, num_groups=num_groups,
-                         placement=placement, config=config, timeout_ms=timeout_ms)
+                         placement=placement, config=config, timeout_ms=timeout_ms, batch_capacity=batch_capacity)

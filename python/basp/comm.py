@@ -170,14 +170,17 @@ class Comm(CommHandle):
 
     @classmethod
     def from_nccl(cls, nccl_comm: int, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
-                  placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None) -> "Comm":
+                  placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None,
+                  batch_capacity: Optional[int] = None) -> "Comm":
         """Collective over an existing NCCL communicator (an ncclComm_t, given as an int address): the NCCL
         backend without MPI. The comm runs on that communicator's CUDA device; `nccl_comm` stays the caller's.
+        batch_capacity: as for basp.Comm (batch plans on NCCL: docs/batch.md).
         """
         if isinstance(nccl_comm, bool) or not isinstance(nccl_comm, int):
             raise invalid_argument("basp.Comm.from_nccl: nccl_comm (%r, a %s) must be the ncclComm_t as an int" % (
                 nccl_comm, type(nccl_comm).__name__))
-        config = _config("basp.Comm.from_nccl", config, micro_batch, num_groups, Backend.NCCL, placement)
+        config = _config("basp.Comm.from_nccl", config, micro_batch, num_groups, Backend.NCCL, placement,
+                         batch_capacity=batch_capacity)
         create = _library.require("basp_comm_create_nccl", "basp.Comm.from_nccl")
         _check_one_nccl("basp.Comm.from_nccl")
         handle = ctypes.c_void_p()
@@ -189,7 +192,7 @@ class Comm(CommHandle):
     @classmethod
     def from_oob(cls, oob: Any, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
                  placement: PlacementLike = Placement.DEFAULT, config: Optional[_abi.CommConfig] = None,
-                 timeout_ms: Optional[int] = None) -> "Comm":
+                 timeout_ms: Optional[int] = None, batch_capacity: Optional[int] = None) -> "Comm":
         """Collective over the ranks of `oob`, a basp.OobAllgather (any framework's all-gather: torch.distributed,
         JAX, a launcher's): an NCCL-backend comm on the calling thread's current CUDA device, without MPI. libbasp
         runs its all-gathers during this call only. timeout_ms: how long a step may wait for the other ranks (None:
@@ -198,11 +201,12 @@ class Comm(CommHandle):
         Every rank fails alike when the configs differ (BASP_ERROR_MISMATCH) or a rank has no usable CUDA device
         (BASP_ERROR_CUDA); an exception in a method of `oob` fails that rank with BASP_ERROR_OOB naming it (the
         exception is the error's __cause__; a KeyboardInterrupt is raised again as it was), and a rank whose
-        all-gather never completes with BASP_ERROR_TIMEOUT.
+        all-gather never completes with BASP_ERROR_TIMEOUT. batch_capacity: as for basp.Comm (batch plans on NCCL:
+        docs/batch.md).
         """
         where = "basp.Comm.from_oob"
         channel = Channel(oob, where)
-        config = _config(where, config, micro_batch, num_groups, Backend.NCCL, placement, timeout_ms)
+        config = _config(where, config, micro_batch, num_groups, Backend.NCCL, placement, timeout_ms, batch_capacity)
         create = _library.require("basp_comm_create_oob", where)
         handle = ctypes.c_void_p()
         # `channel`, a local until this method returns, keeps the struct and its callbacks alive through the call.

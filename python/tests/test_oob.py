@@ -137,6 +137,23 @@ def test_matching_configs_run_the_creation_over_the_callbacks():
     check.equal(len(live_comms()), before, "no comm is left")
 
 
+def test_a_comm_of_batch_plans_only_needs_no_micro_batch():
+    """micro_batch=None with batch_capacity: a comm of batch plans only (docs/batch.md), NCCL over the callbacks."""
+    with channel() as oob:
+        status, error, comm, _ = create(oob, micro_batch=None, batch_capacity=64)
+        check.equal(WORLD.allgather(int(status)), [int(status)] * N, "every rank has the same outcome")
+        if GPUS == 0:
+            expect_everywhere(Status.ERROR_CUDA, status, error, "the NCCL backend needs a CUDA device")
+        elif GPUS is not None and GPUS >= N:
+            check.equal(status, Status.SUCCESS, "a batch comm with a GPU per rank (%s)" % error)
+        if comm is not None:
+            check.equal((comm.batch_capacity, comm.num_groups, comm.group_size), (64, N, 1),
+                        "the comm: batch_capacity 64, its own groups N groups of one")
+            comm.close()
+        check.true(oob.starts >= 3, "the library ran the creation (%d starts): the binding did not refuse it"
+                   % oob.starts)
+
+
 def test_an_object_that_only_has_the_methods_works_too():
     with channel() as inner:
         duck = types.SimpleNamespace(rank=RANK, size=N, start=inner.start, test=inner.test, free=inner.free)

@@ -41,6 +41,9 @@ struct RowCopyArgs {
   unsigned char* tensor[BASP_MAX_TENSORS] = {};
   unsigned char* wire = nullptr;
   PackedWorkspace workspace;
+  // A device word that, when nonzero, makes the launch copy nothing (nullptr: always copy): the guard of a batch
+  // plan's unpack, set by the tag check of its exchange (pack_kernels.h). The host copies ignore it.
+  const uint32_t* skip = nullptr;
 };
 
 // A plain value of V bytes with V-byte alignment: the unit of one load and one store.
@@ -181,6 +184,7 @@ struct SumUnpackArgs {
   unsigned char* seq = nullptr;
   const unsigned char* wire = nullptr;
   PackedWorkspace workspace;
+  const uint32_t* skip = nullptr;  // as RowCopyArgs::skip
 
   BASP_HOST_DEVICE int64_t num_tasks() const { return geom.seq_rows(geom.me) * geom.heads; }
 };

@@ -121,8 +121,7 @@ void calibrate(const std::shared_ptr<Comm>& comm, int64_t max_bytes, int32_t rep
     world.allgather(&one, 1, all.data(), "the synchronisation of basp_comm_calibrate", deadline);
   };
   std::vector<double> mine;  // this rank's median per (membership, size)
-  std::vector<std::byte> in;
-  std::vector<std::byte> out;
+  void* const stream = transport.stream();
   for (const auto& members : memberships) {
     int32_t kmax = 1;
     for (const auto& m : members) kmax = std::max(kmax, static_cast<int32_t>(m.size()));
@@ -149,16 +148,19 @@ void calibrate(const std::shared_ptr<Comm>& comm, int64_t max_bytes, int32_t rep
       d.num_heads[0] = kHeads;
       auto plan = make_batch_plan(comm, d, b, /*check_capacity=*/false);
       const basp_plan_info_v1 info = plan->info();
-      in.resize(static_cast<size_t>(info.seq_sharded_elems[0]));
-      out.resize(static_cast<size_t>(info.head_sharded_elems[0]));
-      const void* ins[1] = {in.data()};
-      void* outs[1] = {out.data()};
-      plan->execute(true, Plan::kPlanTokens, ins, outs, nullptr);  // warm-up
+      // The backend's memory (device memory on NCCL); an execute is timed to its end on the device.
+      const auto in = transport.buffer(info.seq_sharded_elems[0]);
+      const auto out = transport.buffer(info.head_sharded_elems[0]);
+      const void* ins[1] = {in->get()};
+      void* outs[1] = {out->get()};
+      plan->execute(true, Plan::kPlanTokens, ins, outs, stream);  // warm-up
+      transport.finish(stream);
       std::vector<double> times;
       for (int32_t i = 0; i < repeats; ++i) {
         barrier();
         const auto t0 = std::chrono::steady_clock::now();
-        plan->execute(true, Plan::kPlanTokens, ins, outs, nullptr);
+        plan->execute(true, Plan::kPlanTokens, ins, outs, stream);
+        transport.finish(stream);
         times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
       std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());

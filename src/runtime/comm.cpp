@@ -120,13 +120,12 @@ plan::GroupLayout plan_groups(int32_t world_size, const CommOptions& options,
 
 transport::BatchTransport& Comm::batch_transport(const char* call) {
   check_usable();
-  BASP_CHECK(backend() == BASP_BACKEND_MPI, BASP_ERROR_UNSUPPORTED, call,
-             ": batch plans are not on the NCCL backend in this release (docs/batch.md); use an MPI-backend comm");
   BASP_CHECK_ARG(options_.batch_capacity > 0, call,
                  ": the comm was made without batch plans (config->batch_capacity 0): create it with "
                  "batch_capacity > 0, the most sequence-side tokens a rank holds in one batch plan");
   transport::BatchTransport* batch = transport_->batch();
-  BASP_CHECK(batch != nullptr, BASP_ERROR_INTERNAL, call, ": the comm's batch resources are missing");
+  BASP_CHECK(batch != nullptr, BASP_ERROR_UNSUPPORTED, call, ": this backend (", static_cast<int>(backend()),
+             ") has no batch plans");
   return *batch;
 }
 

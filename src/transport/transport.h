@@ -95,6 +95,18 @@ class BatchTransport {
   virtual int64_t pool_bytes() const = 0;
   // Host-side collectives over the whole world (calibration: basp_comm_calibrate).
   virtual Bootstrap& world() = 0;
+
+  // Memory that this backend's exchanges read and write (host memory on MPI, device memory on NCCL), zeroed, and
+  // the stream its executes take: for calibration's own exchanges, which time an execute up to its end (finish).
+  class Buffer {
+   public:
+    virtual ~Buffer() = default;
+    virtual void* get() = 0;
+  };
+  virtual std::unique_ptr<Buffer> buffer(int64_t bytes);
+  virtual void* stream() { return nullptr; }
+  // Waits until the executes enqueued on `stream` have ended (nothing on a backend whose executes block).
+  virtual void finish(void* stream) { (void)stream; }
 };
 
 class GroupTransport {

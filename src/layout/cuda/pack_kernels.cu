@@ -10,6 +10,7 @@ namespace basp::layout::cuda {
 namespace {
 
 __global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const RowCopyArgs args) {
+  if (args.skip != nullptr && *args.skip != 0) return;
   for (int64_t tile = blockIdx.x; tile < args.num_tiles; tile += gridDim.x) {
     copy_tile(args, tile, static_cast<int32_t>(threadIdx.x));
   }
@@ -18,10 +19,33 @@ __global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const RowCopyArg
 constexpr int kSumThreads = 64;  // threads per (row, head) task: the head's elements, strided
 
 __global__ void __launch_bounds__(kSumThreads) sum_unpack_kernel(const SumUnpackArgs args) {
+  if (args.skip != nullptr && *args.skip != 0) return;
   const int64_t tasks = args.num_tasks();
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
     sum_unpack_task(args, task, static_cast<int32_t>(threadIdx.x), kSumThreads);
   }
+}
+
+__global__ void write_tag_kernel(ExchangeTag* dst, ExchangeTag tag) { *dst = tag; }
+
+__global__ void check_tags_kernel(const ExchangeTag* received, int32_t count, int32_t self, ExchangeTag expected,
+                                  uint32_t* skip, TagReport* report) {
+  uint32_t wrong = 0;
+  for (int32_t p = 0; p < count; ++p) {
+    if (p == self) continue;
+    const ExchangeTag t = received[p];
+    if (t.fingerprint == expected.fingerprint && t.batch_id == expected.batch_id) continue;
+    wrong = 1;
+    if (report->found == 0) {
+      report->position = p;
+      report->batch_id = expected.batch_id;
+      report->seen = t;
+      __threadfence_system();
+      report->found = 1;
+    }
+    break;
+  }
+  *skip = wrong;
 }
 
 // One wave of resident CTAs: the grid-stride loop then spreads the tiles evenly, with no partial last wave.
@@ -74,8 +98,10 @@ cudaError_t launch_scatter_pack(const Geometry* g, int32_t n, const PackedWorksp
 }
 
 cudaError_t launch_scatter_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
-                                  void* const* head, cudaStream_t stream) {
-  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kHead, false, head, wire), stream);
+                                  void* const* head, cudaStream_t stream, const uint32_t* skip) {
+  RowCopyArgs args = make_row_copy_args(g, n, ws, TensorSide::kHead, false, head, wire);
+  args.skip = skip;
+  return launch_row_copy(args, stream);
 }
 
 cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* const* head,
@@ -84,8 +110,10 @@ cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspa
 }
 
 cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
-                                 void* const* seq, cudaStream_t stream) {
-  return launch_row_copy(make_row_copy_args(g, n, ws, TensorSide::kSeq, false, seq, wire), stream);
+                                 void* const* seq, cudaStream_t stream, const uint32_t* skip) {
+  RowCopyArgs args = make_row_copy_args(g, n, ws, TensorSide::kSeq, false, seq, wire);
+  args.skip = skip;
+  return launch_row_copy(args, stream);
 }
 
 cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream) {
@@ -99,6 +127,17 @@ cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream) {
   if (rc != cudaSuccess) return rc;
   const int64_t blocks = std::min<int64_t>(tasks, static_cast<int64_t>(sms) * 16);
   sum_unpack_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_write_tag(ExchangeTag* dst, ExchangeTag tag, cudaStream_t stream) {
+  write_tag_kernel<<<1, 1, 0, stream>>>(dst, tag);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_check_tags(const ExchangeTag* received, int32_t count, int32_t self, ExchangeTag expected,
+                              uint32_t* skip, TagReport* report, cudaStream_t stream) {
+  check_tags_kernel<<<1, 1, 0, stream>>>(received, count, self, expected, skip, report);
   return cudaGetLastError();
 }
 

@@ -20,14 +20,42 @@ cudaError_t launch_row_copy(const RowCopyArgs& args, cudaStream_t stream);
 // workspace. Each is one launch covering all n tensors.
 cudaError_t launch_scatter_pack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* const* seq,
                                 void* wire, cudaStream_t stream);
+// The unpacks take an optional device word `skip` (RowCopyArgs::skip): nonzero when the kernel runs, nothing is
+// written.
 cudaError_t launch_scatter_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
-                                  void* const* head, cudaStream_t stream);
+                                  void* const* head, cudaStream_t stream, const uint32_t* skip = nullptr);
 cudaError_t launch_gather_pack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* const* head,
                                void* wire, cudaStream_t stream);
 cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorkspace& ws, const void* wire,
-                                 void* const* seq, cudaStream_t stream);
+                                 void* const* seq, cudaStream_t stream, const uint32_t* skip = nullptr);
 
 // The summing gather's unpack of one tensor (layout/row_copy.h, SumUnpackArgs): one task per (row, head).
 cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream);
+
+// The tag a batch plan's exchange sends every peer ahead of its data (docs/batch.md): what the ranks of a group
+// must agree on. 16 bytes, so that a peer's message is always the same size whatever plan it belongs to.
+struct ExchangeTag {
+  uint64_t fingerprint = 0;
+  int64_t batch_id = 0;
+};
+static_assert(sizeof(ExchangeTag) == 16, "the tag travels as 16 bytes");
+
+// What the tag check found, in host memory the device writes (cudaHostAllocMapped): `found` is set once, by the
+// first check that saw a wrong tag, and names the position that sent it.
+struct TagReport {
+  uint32_t found = 0;
+  int32_t position = -1;  // the sender's position in its group
+  int64_t batch_id = 0;   // the expected batch id (the plan's)
+  ExchangeTag seen;       // what it sent
+};
+
+// Writes `tag` to the device word at `dst` (one thread): an execute's outgoing tag, with no host memory involved,
+// so that it can be captured in a CUDA graph.
+cudaError_t launch_write_tag(ExchangeTag* dst, ExchangeTag tag, cudaStream_t stream);
+
+// Compares the `count` tags that arrived (position p's at received[p]; `self`'s own slot is not read) with
+// `expected`. Sets *skip to 1 when one differs (else 0), and records the first difference in *report.
+cudaError_t launch_check_tags(const ExchangeTag* received, int32_t count, int32_t self, ExchangeTag expected,
+                              uint32_t* skip, TagReport* report, cudaStream_t stream);
 
 }  // namespace basp::layout::cuda

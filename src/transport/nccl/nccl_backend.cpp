@@ -26,28 +26,46 @@ std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::Exch
   return nccl::make_executor(comm_, plan, options);
 }
 
-void NcclGroupTransport::connect(const detail::Deadline& deadline) {
-  const size_t size = spec_.members.size();
-  const auto position = static_cast<size_t>(spec_.position);
+void connect_all(GroupComm& comm, size_t size, size_t position, const std::string& where,
+                 const detail::Deadline& deadline) {
   // Byte q that position p sends to position q is (p * size + q) mod 256: what arrives is checked too.
   const auto code = [size](size_t from, size_t to) { return static_cast<uint8_t>((from * size + to) & 0xff); };
   const auto mine = static_cast<uint8_t>(position & 0xff);
   std::vector<uint8_t> all(size);
-  comm_->allgather(&mine, 1, all.data(), "connecting the group's NCCL communicator (all-gather)", spec_.where,
-                   deadline);
+  comm.allgather(&mine, 1, all.data(), "connecting the NCCL communicator of " + where + " (all-gather)", where,
+                 deadline);
   for (size_t p = 0; p < size; ++p) {
-    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the group's ncclAllGather put ",
-               static_cast<int>(all[p]), " at position ", p, " in ", spec_.where);
+    BASP_CHECK(all[p] == static_cast<uint8_t>(p & 0xff), BASP_ERROR_INTERNAL, "the ncclAllGather of ", where, " put ",
+               static_cast<int>(all[p]), " at position ", p);
   }
   std::vector<uint8_t> out(size);
   std::vector<uint8_t> in(size);
   for (size_t q = 0; q < size; ++q) out[q] = code(position, q);
-  comm_->alltoall(out.data(), 1, in.data(), "connecting the group's NCCL communicator (all-to-all)", spec_.where,
-                  deadline);
+  comm.alltoall(out.data(), 1, in.data(), "connecting the NCCL communicator of " + where + " (all-to-all)", where,
+                deadline);
   for (size_t p = 0; p < size; ++p) {
-    BASP_CHECK(in[p] == code(p, position), BASP_ERROR_INTERNAL, "the group's all-to-all delivered ",
-               static_cast<int>(in[p]), " from position ", p, " in ", spec_.where);
+    BASP_CHECK(in[p] == code(p, position), BASP_ERROR_INTERNAL, "the all-to-all of ", where, " delivered ",
+               static_cast<int>(in[p]), " from position ", p);
   }
+}
+
+void NcclGroupTransport::connect(const detail::Deadline& deadline) {
+  connect_all(*comm_, spec_.members.size(), static_cast<size_t>(spec_.position), spec_.where, deadline);
+}
+
+void NcclGroupTransport::set_world(std::shared_ptr<GroupComm> world, const GroupSpec& spec) {
+  batch_ = std::make_unique<NcclBatchTransport>(std::move(world), spec);
+}
+
+basp_status_t NcclGroupTransport::async_error(std::string& message) {
+  const basp_status_t group = comm_->async_error(message);
+  if (group != BASP_SUCCESS || !batch_) return group;
+  return batch_->async_error(message);
+}
+
+void NcclGroupTransport::abort() {
+  comm_->abort();
+  if (batch_) batch_->abort();
 }
 
 std::unique_ptr<NcclGroupTransport> wrap_group(ncclComm_t group, int device, const GroupSpec& spec) {
@@ -64,10 +82,34 @@ std::unique_ptr<NcclGroupTransport> wrap_group(ncclComm_t group, int device, con
 
 namespace {
 
-std::unique_ptr<GroupTransport> connected(ncclComm_t group, int device, const GroupSpec& spec,
-                                          const detail::Deadline& deadline) {
+std::unique_ptr<NcclGroupTransport> connected(ncclComm_t group, int device, const GroupSpec& spec,
+                                              const detail::Deadline& deadline) {
   auto transport = wrap_group(group, device, spec);
   transport->connect(deadline);
+  return transport;
+}
+
+// The world as one group, for the batch plans' messages: position = world rank.
+GroupSpec world_spec(const GroupSpec& spec) {
+  GroupSpec all;
+  all.index = 0;
+  all.position = spec.world_rank;
+  for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
+  all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
+  all.timeout_ms = spec.timeout_ms;
+  all.world_rank = spec.world_rank;
+  all.world_size = spec.world_size;
+  return all;
+}
+
+// Batch comms (spec.batch_capacity > 0, the same on every rank): `world`, a communicator of all the parent's
+// ranks, connected to every peer now, becomes the transport's batch world.
+std::unique_ptr<GroupTransport> with_world(std::unique_ptr<NcclGroupTransport> transport, ncclComm_t world, int device,
+                                           const GroupSpec& spec, const detail::Deadline& deadline) {
+  auto owner = std::make_shared<GroupComm>(world, device);
+  const GroupSpec all = world_spec(spec);
+  connect_all(*owner, all.members.size(), static_cast<size_t>(all.position), all.where, deadline);
+  transport->set_world(std::move(owner), all);
   return transport;
 }
 
@@ -80,7 +122,13 @@ class SplitConnector final : public Connector {
     ncclComm_t group = nullptr;
     BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), spec.index, spec.position, &group, nullptr));
     BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", spec.index, ") returned no communicator");
-    return connected(group, parent_.device(), spec, deadline);
+    auto transport = connected(group, parent_.device(), spec, deadline);
+    if (spec.batch_capacity <= 0) return transport;
+    // One color for every rank, keyed by world rank: a private duplicate of the parent.
+    ncclComm_t world = nullptr;
+    BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), 0, spec.world_rank, &world, nullptr));
+    BASP_CHECK(world != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color 0) returned no world communicator");
+    return with_world(std::move(transport), world, parent_.device(), spec, deadline);
   }
 
  private:
@@ -97,30 +145,43 @@ class InitConnector final : public Connector {
   }
 
   std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline& deadline) override {
-    // The first rank of every group makes the group's id; its ncclGetUniqueId result travels with it, so that a
-    // failure there fails the whole group.
-    struct Offer {
-      int32_t result = -1;  // -1: this rank makes no id (not a group's first rank)
-      ncclUniqueId id;
-    } mine{};
-    mine.result = -1;
-    if (spec.position == 0) mine.result = static_cast<int32_t>(ncclGetUniqueId(&mine.id));
-    std::vector<Offer> all(static_cast<size_t>(parent_.size()));
-    parent_.allgather(&mine, sizeof(Offer), all.data(), "the exchange of the groups' NCCL unique ids", deadline);
-    // Every rank checks every group's offer, so that a failure anywhere fails every rank, not one group only.
-    for (size_t r = 0; r < all.size(); ++r) {
-      BASP_CHECK(all[r].result == -1 || all[r].result == ncclSuccess, BASP_ERROR_NCCL,
-                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r],
-                 " (the first rank of its group): ", ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
-    }
+    // The first rank of every group makes the group's id (and world rank 0 the world's, for a batch comm); its
+    // ncclGetUniqueId result travels with it, so that a failure there fails the whole group.
+    std::vector<Offer> all = offers(spec.position == 0, "the exchange of the groups' NCCL unique ids", deadline);
     const Offer& root = all[static_cast<size_t>(spec.members[0])];
     DeviceScope scope(device_);
     ncclComm_t group = nullptr;
     BASP_NCCL_CHECK(ncclCommInitRank(&group, static_cast<int>(spec.members.size()), root.id, spec.position));
-    return connected(group, device_, spec, deadline);
+    auto transport = connected(group, device_, spec, deadline);
+    if (spec.batch_capacity <= 0) return transport;
+    all = offers(spec.world_rank == 0, "the exchange of the batch world's NCCL unique id", deadline);
+    ncclComm_t world = nullptr;
+    BASP_NCCL_CHECK(ncclCommInitRank(&world, spec.world_size, all[0].id, spec.world_rank));
+    return with_world(std::move(transport), world, device_, spec, deadline);
   }
 
  private:
+  struct Offer {
+    int32_t result = -1;  // -1: this rank makes no id
+    ncclUniqueId id;
+  };
+
+  // Every rank's offer (an id where `make`); every rank checks every offer, so that a failure anywhere fails every
+  // rank, not one group only.
+  std::vector<Offer> offers(bool make, const char* step, const detail::Deadline& deadline) {
+    Offer mine{};
+    mine.result = -1;
+    if (make) mine.result = static_cast<int32_t>(ncclGetUniqueId(&mine.id));
+    std::vector<Offer> all(static_cast<size_t>(parent_.size()));
+    parent_.allgather(&mine, sizeof(Offer), all.data(), step, deadline);
+    for (size_t r = 0; r < all.size(); ++r) {
+      BASP_CHECK(all[r].result == -1 || all[r].result == ncclSuccess, BASP_ERROR_NCCL,
+                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r], " (", step,
+                 "): ", ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
+    }
+    return all;
+  }
+
   Bootstrap& parent_;
   int device_ = -1;
 };

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "transport/bootstrap.h"
+#include "transport/nccl/nccl_batch.h"
 #include "transport/nccl/nccl_bootstrap.h"
 #include "transport/nccl/nccl_group_comm.h"
 #include "transport/transport.h"
@@ -25,19 +26,29 @@ class NcclGroupTransport final : public GroupTransport {
   basp_backend_t backend() const override { return BASP_BACKEND_NCCL; }
   Bootstrap& group() override { return bootstrap_; }
   std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context) override;
-  basp_status_t async_error(std::string& message) override { return comm_->async_error(message); }
+  basp_status_t async_error(std::string& message) override;
   bool abortable() const override { return true; }
-  void abort() override { comm_->abort(); }
+  void abort() override;
+  BatchTransport* batch() override { return batch_.get(); }
 
   // Collective over the group: the warm-up described above.
   void connect(const detail::Deadline& deadline);
   const std::shared_ptr<GroupComm>& group_comm() const { return comm_; }
+  // Batch comms: the world communicator (all of the parent's ranks, this rank at `world.position`), already
+  // connected (connect_all); the transport's batch plans run on it.
+  void set_world(std::shared_ptr<GroupComm> world, const GroupSpec& spec);
 
  private:
   std::shared_ptr<GroupComm> comm_;
   GroupSpec spec_;
   NcclBootstrap bootstrap_;
+  std::unique_ptr<NcclBatchTransport> batch_;
 };
+
+// Collective over `comm` (`size` ranks, this one at `position`): the warm-up described above, which makes every
+// peer connection of the communicator while every rank is known to be inside comm creation.
+void connect_all(GroupComm& comm, size_t size, size_t position, const std::string& where,
+                 const detail::Deadline& deadline);
 
 // basp_comm_create_nccl: ncclCommSplit of the parent (color = group, key = position). `parent` must outlive it.
 std::unique_ptr<Connector> make_split_connector(NcclBootstrap& parent);

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "layout/cuda/pack_kernels.h"
 #include "layout/packed_workspace.h"
+#include "transport/nccl/nccl_batch.h"
 #include "transport/nccl/nccl_util.h"
 
 namespace basp::transport::nccl {
@@ -94,34 +95,67 @@ class AllToAllPath final : public DevicePath {
   DeviceBuffer recv_;
 };
 
+// How a batch plan's exchange differs from an ordinary one (nccl_batch.h): its peers are world ranks on the world
+// communicator, its workspaces are the comm's pool, and a tag goes to every peer ahead of the data.
+struct BatchWiring {
+  std::vector<int32_t> peers;  // the NCCL rank of each position
+  std::byte* send = nullptr;   // the send workspace, then the receive workspace, in the pool
+  std::byte* recv = nullptr;
+  layout::cuda::ExchangeTag* tag_out = nullptr;  // 1 slot
+  layout::cuda::ExchangeTag* tags_in = nullptr;  // a slot per position
+  uint32_t* skip = nullptr;                      // the unpacks' guard
+  layout::cuda::TagReport* report = nullptr;     // device view of the comm's report
+  layout::cuda::ExchangeTag tag;                 // this plan's
+};
+
+// The bytes a batch plan takes from the pool (BatchWiring's layout), for a workspace of `workspace` bytes.
+int64_t batch_pool_bytes(int64_t workspace, int64_t group_size) {
+  const int64_t ws = (std::max<int64_t>(workspace, 16) + 255) / 256 * 256;
+  return 2 * ws + 256 * 2 + static_cast<int64_t>(sizeof(layout::cuda::ExchangeTag)) * group_size;
+}
+
 // Any shape (docs/gpu.md): the chunks of every (tensor, peer) pair have their own sizes, so they travel as grouped
 // ncclSend/ncclRecv between the slotted send and receive workspaces (layout/packed_workspace.h), sized at the
 // plan's capacity; every launch and every NCCL call takes its counts from the call's geometry, so an execute of a
 // fixed T can be captured in a CUDA graph. A tensor whose heads are replicated is unpacked by the summing kernel.
+// A batch plan's (`wiring` set) also sends its tag to every peer first, and checks the tags that arrived before
+// the unpacks, which write nothing when one is wrong.
 class GeneralPath final : public DevicePath {
  public:
-  GeneralPath(const plan::ExchangePlan& plan, int device)
+  GeneralPath(const plan::ExchangePlan& plan, int device, const BatchWiring* wiring = nullptr)
       : plan_(plan), workspace_(layout::make_slotted_workspace(plan.tensors.data(), plan.num_tensors())) {
     DeviceScope scope(device);
     check_launch(layout::cuda::prepare_row_copy(), "preparing the pack/unpack kernel");
+    if (wiring != nullptr) {
+      wiring_ = *wiring;
+      send_ptr_ = wiring_.send;
+      recv_ptr_ = wiring_.recv;
+      return;
+    }
     send_ = DeviceBuffer(std::max<int64_t>(workspace_.bytes(), 16));
     recv_ = DeviceBuffer(std::max<int64_t>(workspace_.bytes(), 16));
+    send_ptr_ = send_.get();
+    recv_ptr_ = recv_.get();
   }
   basp_path_t id() const override { return BASP_PATH_NCCL; }
-  int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
+  int64_t workspace_bytes() const override {
+    return wiring_.send != nullptr ? batch_pool_bytes(workspace_.bytes(), plan_.group_size)
+                                   : send_.bytes() + recv_.bytes();
+  }
 
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                cudaStream_t s) override {
     const int32_t n = geometries(tokens);
-    check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_.get(), s), "scatter: pack");
+    check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
     exchange(/*scatter=*/true, n, comm, s);
-    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
+    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_ptr_, outputs, s, wiring_.skip),
+                 "scatter: unpack");
   }
 
   void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
               cudaStream_t s) override {
     const int32_t n = geometries(tokens);
-    check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_.get(), s), "gather: pack");
+    check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_ptr_, s), "gather: pack");
     exchange(/*scatter=*/false, n, comm, s);
     // Tensors without replicated heads in one row-copy launch (a replicated one gets no rows there), then the
     // summing unpack of each replicated one.
@@ -135,7 +169,8 @@ class GeneralPath final : public DevicePath {
         plain_out[t] = outputs[t];
       }
     }
-    check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_.get(), plain_out, s), "gather: unpack");
+    check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_ptr_, plain_out, s, wiring_.skip),
+                 "gather: unpack");
     for (int32_t t = 0; t < n; ++t) {
       if (!geom_[t].replicated()) continue;
       layout::SumUnpackArgs a;
@@ -143,8 +178,9 @@ class GeneralPath final : public DevicePath {
       a.tensor = t;
       a.dtype = plan_.spec.dtype;
       a.seq = static_cast<unsigned char*>(outputs[t]);
-      a.wire = reinterpret_cast<const unsigned char*>(recv_.get());
+      a.wire = reinterpret_cast<const unsigned char*>(recv_ptr_);
       a.workspace = workspace_;
+      a.skip = wiring_.skip;
       check_launch(layout::cuda::launch_sum_unpack(a, s), "gather: summing unpack");
     }
   }
@@ -157,30 +193,48 @@ class GeneralPath final : public DevicePath {
   }
 
   // Scatter: this rank's rows of peer j's heads go out, peer j's rows of this rank's heads come in; a gather the
-  // other way round. Chunks of no bytes are not sent.
+  // other way round. Chunks of no bytes are not sent. A batch plan's tag goes to every peer first (NCCL matches
+  // a pair's messages in order), so every pair of the group exchanges at least the tag.
   void exchange(bool scatter, int32_t n, ncclComm_t comm, cudaStream_t s) {
     const int64_t k = plan_.group_size;
     const int64_t me = plan_.position;
-    auto* send = static_cast<std::byte*>(send_.get());
-    auto* recv = static_cast<std::byte*>(recv_.get());
+    const bool tagged = wiring_.tag_out != nullptr;
+    if (tagged) check_launch(layout::cuda::launch_write_tag(wiring_.tag_out, wiring_.tag, s), "writing the tag");
     BASP_NCCL_CHECK(ncclGroupStart());
+    if (tagged) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (j == me) continue;
+        const int peer = peer_of(j);
+        BASP_NCCL_CHECK(ncclSend(wiring_.tag_out, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
+        BASP_NCCL_CHECK(ncclRecv(wiring_.tags_in + j, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
+      }
+    }
     for (int32_t t = 0; t < n; ++t) {
       const layout::Geometry& g = geom_[t];
       for (int64_t j = 0; j < k; ++j) {
         const int64_t out = scatter ? g.chunk_bytes(me, j) : g.chunk_bytes(j, me);
         const int64_t in = scatter ? g.chunk_bytes(j, me) : g.chunk_bytes(me, j);
-        const auto peer = static_cast<int>(j);
+        const int peer = peer_of(j);
         if (out > 0) {
           BASP_NCCL_CHECK(
-              ncclSend(send + workspace_.chunk_offset(t, j), static_cast<size_t>(out), ncclUint8, peer, comm, s));
+              ncclSend(send_ptr_ + workspace_.chunk_offset(t, j), static_cast<size_t>(out), ncclUint8, peer, comm, s));
         }
         if (in > 0) {
           BASP_NCCL_CHECK(
-              ncclRecv(recv + workspace_.chunk_offset(t, j), static_cast<size_t>(in), ncclUint8, peer, comm, s));
+              ncclRecv(recv_ptr_ + workspace_.chunk_offset(t, j), static_cast<size_t>(in), ncclUint8, peer, comm, s));
         }
       }
     }
     BASP_NCCL_CHECK(ncclGroupEnd());
+    if (tagged) {
+      check_launch(layout::cuda::launch_check_tags(wiring_.tags_in, static_cast<int32_t>(k), static_cast<int32_t>(me),
+                                                   wiring_.tag, wiring_.skip, wiring_.report, s),
+                   "checking the tags");
+    }
+  }
+
+  int peer_of(int64_t position) const {
+    return wiring_.peers.empty() ? static_cast<int>(position) : wiring_.peers[static_cast<size_t>(position)];
   }
 
   const plan::ExchangePlan& plan_;
@@ -188,6 +242,9 @@ class GeneralPath final : public DevicePath {
   layout::Geometry geom_[BASP_MAX_TENSORS];
   DeviceBuffer send_;
   DeviceBuffer recv_;
+  BatchWiring wiring_;
+  std::byte* send_ptr_ = nullptr;
+  std::byte* recv_ptr_ = nullptr;
 };
 
 class NcclExecutor final : public PlanExecutor {
@@ -266,11 +323,92 @@ class NcclExecutor final : public PlanExecutor {
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
 };
 
+// A batch plan's executor (nccl_batch.h): the local copy for a group of one, else the general path over the
+// world communicator, wired to the comm's pool; every execute claims the comm's batch executes, fails with what an
+// earlier exchange found, and orders itself after the previous one on the device.
+class NcclBatchExecutor final : public PlanExecutor {
+ public:
+  NcclBatchExecutor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
+                    const plan::ExchangePlan& plan, const BatchGroup& group)
+      : world_(std::move(world)), shared_(std::move(shared)), plan_(plan) {
+    auto info = std::make_shared<BatchGroupInfo>();
+    info->batch_id = group.batch_id;
+    info->where = group.group.where;
+    info->members = group.group.members;
+    group_ = std::move(info);
+    if (plan_.group_size == 1) {
+      path_ = std::make_unique<LocalCopyPath>(plan_);
+      return;
+    }
+    const layout::PackedWorkspace ws = layout::make_slotted_workspace(plan_.tensors.data(), plan_.num_tensors());
+    const int64_t ws_bytes = (std::max<int64_t>(ws.bytes(), 16) + 255) / 256 * 256;
+    std::byte* base = shared_->reserve(batch_pool_bytes(ws.bytes(), plan_.group_size));
+    BatchWiring w;
+    w.peers = group.group.members;
+    w.send = base;
+    w.recv = base + ws_bytes;
+    w.skip = reinterpret_cast<uint32_t*>(base + 2 * ws_bytes);
+    w.tag_out = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 256);
+    w.tags_in = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 512);
+    w.report = shared_->report_device();
+    w.tag.fingerprint = group.fingerprint;
+    w.tag.batch_id = group.batch_id;
+    path_ = std::make_unique<GeneralPath>(plan_, shared_->device(), &w);
+  }
+
+  int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
+  basp_path_t plan_path() const override { return path_->id(); }
+  basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
+  int32_t last_control_rounds() const override { return 0; }
+
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
+    run(
+        "basp_scatter", [&](ncclComm_t comm, cudaStream_t s) { path_->scatter(tokens, inputs, outputs, comm, s); },
+        stream);
+  }
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
+    run(
+        "basp_gather", [&](ncclComm_t comm, cudaStream_t s) { path_->gather(tokens, inputs, outputs, comm, s); },
+        stream);
+  }
+
+ private:
+  template <typename F>
+  void run(const char* op, F&& enqueue, void* stream) {
+    ncclComm_t comm = world_->get(op);
+    const auto s = static_cast<cudaStream_t>(stream);
+    shared_->claim(op);
+    struct Release {
+      BatchShared& shared;
+      ~Release() { shared.release(); }
+    } release{*shared_};
+    DeviceScope scope(world_->device());
+    // A group of one touches neither the pool nor the world communicator: it need not wait for the others.
+    const bool exchanges = plan_.group_size > 1;
+    shared_->before(s, exchanges, op);
+    enqueue(comm, s);
+    if (exchanges) shared_->after(s, group_);
+    last_path_.store(path_->id(), std::memory_order_relaxed);
+  }
+
+  std::shared_ptr<GroupComm> world_;
+  std::shared_ptr<BatchShared> shared_;
+  plan::ExchangePlan plan_;
+  std::shared_ptr<const BatchGroupInfo> group_;
+  std::unique_ptr<DevicePath> path_;
+  std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};
+};
+
 }  // namespace
 
 std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
                                             ExecutorOptions options) {
   return std::make_unique<NcclExecutor>(std::move(comm), plan, options);
+}
+
+std::unique_ptr<PlanExecutor> make_batch_executor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
+                                                  const plan::ExchangePlan& plan, const BatchGroup& group) {
+  return std::make_unique<NcclBatchExecutor>(std::move(world), std::move(shared), plan, group);
 }
 
 }  // namespace basp::transport::nccl

@@ -30,4 +30,9 @@ struct ExecutorOptions {
 std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
                                             ExecutorOptions options = {});
 
+class BatchShared;
+// A batch plan's executor (nccl_batch.h): not collective, no communicator made; its workspace from `shared`'s pool.
+std::unique_ptr<PlanExecutor> make_batch_executor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
+                                                  const plan::ExchangePlan& plan, const BatchGroup& group);
+
 }  // namespace basp::transport::nccl

@@ -1,0 +1,198 @@
+#include "transport/nccl/nccl_batch.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "common/error.h"
+#include "common/rank_list.h"
+#include "transport/nccl/nccl_executor.h"
+
+namespace basp::transport::nccl {
+
+BatchShared::BatchShared(int device, int64_t timeout_ms) : device_(device), timeout_ms_(timeout_ms) {
+  DeviceScope scope(device_);
+  void* host = nullptr;
+  BASP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(layout::cuda::TagReport), cudaHostAllocMapped));
+  report_host_ = new (host) layout::cuda::TagReport();
+  void* device_view = nullptr;
+  const cudaError_t rc = cudaHostGetDevicePointer(&device_view, host, 0);
+  if (rc != cudaSuccess) {
+    cudaFreeHost(host);
+    detail::fail_cuda(rc, "mapping the batch plans' tag report into the device");
+  }
+  report_device_ = static_cast<layout::cuda::TagReport*>(device_view);
+  const cudaError_t ev = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+  if (ev != cudaSuccess) {
+    cudaFreeHost(host);
+    detail::fail_cuda(ev, "creating the batch plans' event");
+  }
+}
+
+BatchShared::~BatchShared() {
+  DeviceScope scope(device_);
+  // The last exchange may still run (a hung one after a timeout is aborted with the world communicator first):
+  // the buffers are released by cudaFree, which waits for the device.
+  cudaEventDestroy(done_);
+  cudaFreeHost(report_host_);
+}
+
+std::byte* BatchShared::reserve(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bytes = std::max<int64_t>(bytes, 256);
+  if (buffers_.empty() || buffers_.back().bytes() < bytes) {
+    // At least doubling, so that a comm whose plans grow step by step keeps few buffers.
+    const int64_t grown = buffers_.empty() ? bytes : std::max(bytes, 2 * buffers_.back().bytes());
+    DeviceScope scope(device_);
+    buffers_.emplace_back((grown + 255) / 256 * 256);
+  }
+  return buffers_.back().get();
+}
+
+int64_t BatchShared::pool_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t total = 0;
+  for (const DeviceBuffer& b : buffers_) total += b.bytes();
+  return total;
+}
+
+void BatchShared::claim(const char* op) {
+  bool expected = false;
+  BASP_CHECK_ARG(busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel), op,
+                 ": another batch plan of this comm is executing on another thread; the executes of one comm's "
+                 "batch plans must be serialised (they share its world communicator and workspace pool)");
+}
+
+void BatchShared::before(cudaStream_t stream, bool ordered, const char* op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string message;
+  const basp_status_t found = check_locked(message);
+  if (found != BASP_SUCCESS) detail::fail(found, op, ": ", message);
+  if (!ordered || !pending_) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  BASP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  BASP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
+}
+
+void BatchShared::after(cudaStream_t stream, const std::shared_ptr<const BatchGroupInfo>& group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recent_[next_recent_ % recent_.size()] = group;  // a shared_ptr copy: no allocation
+  ++next_recent_;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  BASP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  BASP_CUDA_CHECK(cudaEventRecord(done_, stream));
+  pending_ = true;
+  since_ = std::chrono::steady_clock::now();
+}
+
+basp_status_t BatchShared::check(std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return check_locked(message);
+}
+
+basp_status_t BatchShared::check_locked(std::string& message) {
+  const volatile layout::cuda::TagReport* report = report_host_;
+  if (report->found != 0) {
+    const int64_t id = report->batch_id;
+    const int32_t position = report->position;
+    std::shared_ptr<const BatchGroupInfo> group;
+    for (const auto& g : recent_) {
+      if (g && g->batch_id == id) group = g;
+    }
+    std::string who = "position " + std::to_string(position);
+    if (group && position >= 0 && static_cast<size_t>(position) < group->members.size()) {
+      who = "world rank " + std::to_string(group->members[static_cast<size_t>(position)]);
+    }
+    message = "the exchange of batch plan " + std::to_string(id) + (group ? " in " + group->where : std::string()) +
+              " received from " + who + " the tag of another batch plan (its batch id " +
+              std::to_string(report->seen.batch_id) + ", fingerprint " + std::to_string(report->seen.fingerprint) +
+              "): the ranks were given different batch descriptions, or made their batch plans in another order; "
+              "that exchange's outputs were not written";
+    return BASP_ERROR_MISMATCH;
+  }
+  if (!pending_) return BASP_SUCCESS;
+  const cudaError_t state = cudaEventQuery(done_);
+  if (state == cudaSuccess) {
+    pending_ = false;
+    return BASP_SUCCESS;
+  }
+  if (state != cudaErrorNotReady) {
+    cudaGetLastError();
+    message = std::string("the last batch exchange failed on the device: ") + cudaGetErrorString(state);
+    return BASP_ERROR_CUDA;
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since_).count();
+  if (timeout_ms_ <= 0 || waited <= timeout_ms_) return BASP_SUCCESS;
+  const auto& last = recent_[(next_recent_ + recent_.size() - 1) % recent_.size()];
+  message = "the exchange of " + (last ? last->where : std::string("the last batch plan")) + " has not ended " +
+            std::to_string(waited) + " ms after it was enqueued (the comm's timeout is " + std::to_string(timeout_ms_) +
+            " ms): a rank of " +
+            (last ? "world ranks " + detail::compress_ranks(last->members) : std::string("its group")) +
+            " is not in it (another batch plan, or none); abort the comm (basp_comm_abort)";
+  return BASP_ERROR_TIMEOUT;
+}
+
+NcclBatchTransport::NcclBatchTransport(std::shared_ptr<GroupComm> world, const GroupSpec& spec)
+    : world_(std::move(world)),
+      shared_(std::make_shared<BatchShared>(world_->device(), spec.timeout_ms)),
+      bootstrap_(world_, spec.members, spec.where, spec.position),
+      timeout_ms_(spec.timeout_ms) {
+  DeviceScope scope(world_->device());
+  BASP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+NcclBatchTransport::~NcclBatchTransport() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+namespace {
+
+class DeviceMemory final : public BatchTransport::Buffer {
+ public:
+  DeviceMemory(int device, int64_t bytes) : device_(device) {
+    DeviceScope scope(device_);
+    buffer_ = DeviceBuffer(std::max<int64_t>(bytes, 1));
+  }
+  void* get() override { return buffer_.get(); }
+
+ private:
+  int device_;
+  DeviceBuffer buffer_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchTransport::Buffer> NcclBatchTransport::buffer(int64_t bytes) {
+  return std::make_unique<DeviceMemory>(world_->device(), bytes);
+}
+
+void NcclBatchTransport::finish(void* stream) {
+  const detail::Deadline deadline(timeout_ms_);
+  for (;;) {
+    const cudaError_t rc = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) detail::fail_cuda(rc, "waiting for a batch exchange");
+    std::string message;
+    const basp_status_t found = shared_->check(message);
+    if (found != BASP_SUCCESS) detail::fail(found, message);
+    BASP_CHECK(!deadline.expired(), BASP_ERROR_TIMEOUT, "a batch exchange of basp_comm_calibrate has not ended after ",
+               timeout_ms_, " ms: a rank of the comm is not calibrating");
+    std::this_thread::yield();
+  }
+}
+
+std::unique_ptr<PlanExecutor> NcclBatchTransport::make_batch_executor(const plan::ExchangePlan& plan,
+                                                                      const BatchGroup& group) {
+  return nccl::make_batch_executor(world_, shared_, plan, group);
+}
+
+basp_status_t NcclBatchTransport::async_error(std::string& message) {
+  const basp_status_t world = world_->async_error(message);
+  if (world != BASP_SUCCESS) return world;
+  return shared_->check(message);
+}
+
+}  // namespace basp::transport::nccl
