@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/fnv.h"
 #include "common/rank_list.h"
 #include "common/split.h"
 #include "plan/dtype.h"
@@ -13,20 +14,14 @@
 namespace basp::runtime {
 namespace {
 
-// FNV-1a over 64-bit words: the same on every rank for the same description.
+// The same on every rank for the same description; never 0 (0: no fingerprint).
 class Fingerprint {
  public:
-  void add(int64_t value) {
-    auto v = static_cast<uint64_t>(value);
-    for (int b = 0; b < 8; ++b) {
-      hash_ = (hash_ ^ (v & 0xffu)) * 0x100000001b3ull;
-      v >>= 8;
-    }
-  }
-  uint64_t value() const { return hash_ == 0 ? 1 : hash_; }
+  void add(int64_t value) { hash_.add(value); }
+  uint64_t value() const { return hash_.value() == 0 ? 1 : hash_.value(); }
 
  private:
-  uint64_t hash_ = 0xcbf29ce484222325ull;
+  detail::Fnv1a hash_;
 };
 
 // The most sequence-side tokens a rank of a group of k holds: the first position's share (tensor_split).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/fnv.h"
 #include "common/rank_list.h"
 #include "common/status_name.h"
 
@@ -142,18 +143,12 @@ void append(std::string& out, const std::string& part) {
 }
 
 uint64_t hash_layout(const plan::GroupLayout& layout) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](int64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
-  };
+  detail::Fnv1a h;
   for (const auto& members : layout.members) {
-    mix(static_cast<int64_t>(members.size()));
-    for (int32_t r : members) mix(r);
+    h.add(static_cast<int64_t>(members.size()));
+    for (int32_t r : members) h.add(r);
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace
@@ -231,19 +226,13 @@ CallRecord describe_mem_free(bool null_pointer) {
 uint64_t fingerprint(const CallRecord& record) {
   // FNV-1a over the record's words: the same record gives the same value on every rank and every platform of
   // one job (the words are integers, not padding).
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](int64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      h ^= static_cast<uint64_t>(v >> (8 * b)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
-  };
-  mix(record.kind);
-  mix(record.local_status);
-  mix(record.readable);
-  mix(record.num_fields);
-  for (int64_t f : record.fields) mix(f);
-  return h;
+  detail::Fnv1a h;
+  h.add(record.kind);
+  h.add(record.local_status);
+  h.add(record.readable);
+  h.add(record.num_fields);
+  for (int64_t f : record.fields) h.add(f);
+  return h.value();
 }
 
 std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/fnv.h"
 #include "common/status_name.h"
 #include "layout/sum_rows.h"
 #include "plan/dtype.h"
@@ -116,22 +117,18 @@ void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
   }
   BASP_CHECK(cu_seqlens != nullptr, BASP_ERROR_NULL_POINTER, "cu_seqlens is NULL with num_docs (", num_docs, ")");
   BASP_CHECK_ARG(cu_seqlens[0] == 0, "cu_seqlens[0] (", cu_seqlens[0], ") must be 0");
-  uint64_t fp = 0xcbf29ce484222325ull;  // FNV-1a over the entries: the same on every rank for the same boundaries
+  detail::Fnv1a fp;  // over the entries: the same on every rank for the same boundaries
   for (int32_t i = 0; i <= num_docs; ++i) {
     if (i > 0) {
       BASP_CHECK_ARG(cu_seqlens[i] >= cu_seqlens[i - 1], "cu_seqlens[", i, "] (", cu_seqlens[i],
                      ") is less than cu_seqlens[", i - 1, "] (", cu_seqlens[i - 1], ")");
     }
-    auto v = static_cast<uint64_t>(cu_seqlens[i]);
-    for (int b = 0; b < 8; ++b) {
-      fp = (fp ^ (v & 0xffu)) * 0x100000001b3ull;
-      v >>= 8;
-    }
+    fp.add(cu_seqlens[i]);
   }
   BASP_CHECK_ARG(cu_seqlens[num_docs] <= exchange_.spec.seq_len, "cu_seqlens[", num_docs, "] (", cu_seqlens[num_docs],
                  "), the stream's tokens, exceeds the plan's token_capacity (", exchange_.spec.seq_len, ")");
   documents_tokens_ = cu_seqlens[num_docs];
-  executor_->set_documents(fp == 0 ? 1 : fp);
+  executor_->set_documents(fp.value() == 0 ? 1 : fp.value());
 }
 
 void Plan::check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs,

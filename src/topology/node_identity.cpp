@@ -11,13 +11,9 @@
 namespace basp::topology {
 
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed) {
-  uint64_t h = seed;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  detail::Fnv1a h(seed);
+  h.add_bytes(data, bytes);
+  return h.value();
 }
 
 uint64_t fnv1a64(const std::string& s) { return fnv1a64(s.data(), s.size()); }

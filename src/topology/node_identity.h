@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/fnv.h"
+
 namespace basp::topology {
 
 constexpr const char* kNodeIdEnv = "BASP_NODE_ID";
@@ -23,7 +25,7 @@ struct NodeIdentity {
 // Reads the environment and the host every time (cheap), so a test may change BASP_NODE_ID between calls.
 NodeIdentity local_node_identity();
 
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed = detail::Fnv1a::kOffset);
 uint64_t fnv1a64(const std::string& s);
 
 // "1a2b3c4d5e6f7081": 16 lowercase hex digits, and back (throws naming `what` on a malformed string).
