@@ -1,15 +1,16 @@
 // Batch plans on the NCCL backend (docs/batch.md), in three parts:
 //   1. one GPU, the kernels alone: the tag check of a batch exchange (a right tag from every peer: the guard 0, no
-//      report; a wrong one from one position: the guard 1 and the report naming that position and what it sent),
-//      and the unpacks under the guard (guard 0: bit-exact with the host reference; guard 1: the outputs left as
-//      poisoned, the summing unpack too);
+//      report; a wrong field (batch id, call, documents) from one position: the guard 1 and the report naming that
+//      position and what it sent), and the unpacks under the guard on a GQA shape (guard 0: the scatter's
+//      bit-exact with the host implementation, the gather's written; guard 1: every output left poisoned, the
+//      summing unpack's too);
 //   2. one GPU through the C ABI: a one-rank NCCL comm made for batch plans only (micro_batch 0, batch_capacity),
 //      basp_comm_plan_batch and basp_batch_plan_create (K = 1, the local path) bit-exact on THD data, a batch over
 //      the capacity refused naming it, calibration refused on one rank, no asynchronous error;
 //   3. two to eight GPUs of one machine, one thread per GPU as one rank each (as test_gpu_nccl_threads): a new
 //      membership every step on the same comm (the world as one group, then {1, N-1}, {2, N-2}, ..., ranks in
-//      reverse order, groups of one), GQA BSHD bf16 scatter and gather bit-exact on coordinate data; then one rank
-//      given another description: MISMATCH on its group's ranks at their next execute, and their outputs untouched.
+//      reverse order, groups of one), BSHD bf16 scatter and gather bit-exact on coordinate data; then one rank given
+//      another description: nothing written, MISMATCH from every rank's next execute and from the comm.
 //      Skipped with fewer than two GPUs (NCCL refuses two ranks on one GPU).
 #include <nccl.h>
 
@@ -27,6 +28,7 @@
 #include "expected_tensors.h"
 #include "gpu_util.h"
 #include "layout/cuda/pack_kernels.h"
+#include "layout/host_copy.h"
 #include "layout/packed_workspace.h"
 #include "layout_reference.h"
 #include "pattern.h"
@@ -47,7 +49,7 @@ bool contains(const char* text, const char* part) { return std::strstr(text, par
 void tag_kernels(basp::test::Tally& tally) {
   constexpr int32_t k = 4;
   constexpr int32_t self = 1;
-  const ExchangeTag expected{0x1234567890abcdefull, 42};
+  const ExchangeTag expected{0x1234567890abcdefull, 42, 7, 3};
   TagReport* report = nullptr;
   TEST_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&report), sizeof(TagReport), cudaHostAllocMapped));
   *report = TagReport();
@@ -65,7 +67,7 @@ void tag_kernels(basp::test::Tally& tally) {
   };
   // Every peer right; the own slot holds garbage, which must not be read.
   std::vector<ExchangeTag> v(k, expected);
-  v[self] = ExchangeTag{1, 2};
+  v[self] = ExchangeTag{1, 2, 3, 4};
   upload_tags(v);
   skip.fill(0xff);
   auto* tags_d = reinterpret_cast<const ExchangeTag*>(tags.data());
@@ -76,8 +78,34 @@ void tag_kernels(basp::test::Tally& tally) {
   tally.check(skip_value() == 0, "right tags: the guard is 0");
   tally.check(report->found == 0, "right tags: no report");
 
+  // Each field on its own is compared: another call (a gather against a scatter) from position 3 ...
+  v[3] = expected;
+  v[3].call = 2;
+  upload_tags(v);
+  TEST_CUDA(basp::layout::cuda::launch_check_tags(tags_d, k, self, expected, skip_d, report_d, 0));
+  TEST_CUDA(cudaDeviceSynchronize());
+  tally.check(skip_value() == 1 && report->found == 1 && report->position == 3 && report->seen.call == 2 &&
+                  report->expected.call == 3,
+              "another call: the guard is 1, the report names position 3 and both calls");
+  // ... and other document boundaries, after the report is cleared (the guard is recomputed every time).
+  *report = TagReport();
+  v[3] = expected;
+  v[0] = expected;
+  v[0].documents = 8;
+  upload_tags(v);
+  TEST_CUDA(basp::layout::cuda::launch_check_tags(tags_d, k, self, expected, skip_d, report_d, 0));
+  TEST_CUDA(cudaDeviceSynchronize());
+  tally.check(skip_value() == 1 && report->position == 0 && report->seen.documents == 8,
+              "other document boundaries: the guard is 1, the report names position 0");
+  v[0] = expected;
+  upload_tags(v);
+  TEST_CUDA(basp::layout::cuda::launch_check_tags(tags_d, k, self, expected, skip_d, report_d, 0));
+  TEST_CUDA(cudaDeviceSynchronize());
+  tally.check(skip_value() == 0, "right tags again: the guard is back to 0");
+  *report = TagReport();
+
   // Position 2 sent another batch id.
-  v[2] = ExchangeTag{expected.fingerprint, 43};
+  v[2] = ExchangeTag{expected.fingerprint, 43, expected.documents, expected.call};
   upload_tags(v);
   tally.check(basp::layout::cuda::launch_check_tags(tags_d, k, self, expected, skip_d, report_d, 0) == cudaSuccess,
               "tag check launch (a wrong tag)");
@@ -88,13 +116,14 @@ void tag_kernels(basp::test::Tally& tally) {
               "a wrong tag: the report names position 2, batch id 42, and what it sent");
   // A later wrong tag does not overwrite the first report.
   v[2] = expected;
-  v[3] = ExchangeTag{5, 42};
+  v[3] = ExchangeTag{5, 42, expected.documents, expected.call};
   upload_tags(v);
   TEST_CUDA(basp::layout::cuda::launch_check_tags(tags_d, k, self, expected, skip_d, report_d, 0));
   TEST_CUDA(cudaDeviceSynchronize());
   tally.check(skip_value() == 1 && report->position == 2, "a second wrong tag: guard 1, the first report kept");
 
-  // The unpacks under the guard: a GQA shape, K = 4, this rank at position 1.
+  // The unpacks under the guard: GQA (8 query heads, 2 KV heads each held by two of the K = 4 positions), this
+  // rank at position 1; the host implementation (layout/host_copy.h) is the reference of the scatter's unpack.
   std::mt19937_64 rng(2026);
   std::vector<Geometry> geoms;
   for (int64_t heads : {8, 2}) {
@@ -105,11 +134,12 @@ void tag_kernels(basp::test::Tally& tally) {
     g.k = k;
     g.me = self;
     g.heads = heads;
-    g.split_heads = heads;
+    g.split_heads = 8;
     g.head_dim = 16;
     g.elem = 2;
     geoms.push_back(g);
   }
+  tally.check(!geoms[0].replicated() && geoms[1].replicated(), "the KV tensor's heads are replicated");
   const auto n = static_cast<int32_t>(geoms.size());
   const basp::layout::PackedWorkspace ws = basp::layout::make_slotted_workspace(geoms.data(), n);
   std::vector<std::byte> wire(static_cast<size_t>(ws.bytes()));
@@ -126,7 +156,10 @@ void tag_kernels(basp::test::Tally& tally) {
       out.back().fill(kPoison);
       out_ptr.push_back(out.back().data());
       want.emplace_back(static_cast<size_t>(geoms[t].head_tensor_bytes(self)), std::byte{kPoison});
-      if (guard == 0) basp::test::ref_scatter_unpack(geoms[t], ws, t, wire.data(), want[t].data());
+      if (guard != 0) continue;
+      for (int64_t p = 0; p < k; ++p) {
+        basp::layout::unpack_head_rows(geoms[t], wire.data() + ws.chunk_offset(t, p), want[t].data(), p);
+      }
     }
     const cudaError_t rc =
         basp::layout::cuda::launch_scatter_unpack(geoms.data(), n, ws, wire_d.data(), out_ptr.data(), 0, skip_d);
@@ -139,7 +172,8 @@ void tag_kernels(basp::test::Tally& tally) {
                                " (first wrong byte " + std::to_string(diff) + ")";
       tally.check(diff < 0, what.c_str());
     }
-    // The gather side's two unpacks.
+    // The gather side as the executor runs it: the plain unpack (the replicated tensor given no rows there), then
+    // the summing unpack of the replicated tensor.
     std::vector<DeviceBytes> seq;
     std::vector<void*> seq_ptr;
     for (int32_t t = 0; t < n; ++t) {
@@ -147,7 +181,10 @@ void tag_kernels(basp::test::Tally& tally) {
       seq.back().fill(kPoison);
       seq_ptr.push_back(seq.back().data());
     }
-    TEST_CUDA(basp::layout::cuda::launch_gather_unpack(geoms.data(), n, ws, wire_d.data(), seq_ptr.data(), 0, skip_d));
+    std::vector<Geometry> plain = geoms;
+    plain[1].b_loc = 0;
+    void* plain_out[2] = {seq_ptr[0], nullptr};
+    TEST_CUDA(basp::layout::cuda::launch_gather_unpack(plain.data(), n, ws, wire_d.data(), plain_out, 0, skip_d));
     basp::layout::SumUnpackArgs sum;
     sum.geom = geoms[1];
     sum.tensor = 1;
@@ -287,9 +324,9 @@ void one_rank(basp::test::Tally& tally) {
 
 constexpr uint64_t kSeed = 4242;
 constexpr int kMaxRanks = 8;
-constexpr int64_t kSeq = 420;  // divisible by every K in 1..7 (and 8 divides 840 below)
+constexpr int64_t kSeq = 840;  // divisible by every K in 1..8: every split is even, every chunk the same size
 constexpr int64_t kHeadsQ = 840;
-constexpr int64_t kHeadsKV = 840;  // GQA is in the MPI tests; here every K splits both evenly
+constexpr int64_t kHeadsKV = 840;  // GQA is in the MPI tests and in part 1; here every K splits both evenly
 constexpr int64_t kDim = 8;
 
 struct Failures {
@@ -379,8 +416,8 @@ void locate(const Membership& m, int rank, int& group, int& position, int& k) {
 // One step: the batch plan of membership `m` (one sequence per group), scatter then gather, checked. `other`: `m`
 // is the world as one group, and the last rank lists its ranks in reverse order. Every chunk has the same size
 // (K divides the tokens and the heads), so every message keeps its size, but every rank receives a tag of another
-// fingerprint: the scatter enqueues, the gather fails with MISMATCH or enqueues (as the device found it or not
-// yet), nothing is written, and the comm reports the mismatch.
+// fingerprint: the scatter enqueues and writes nothing; once every rank's scatter has ended, the gather fails with
+// MISMATCH before enqueuing anything, and the comm reports the mismatch.
 void step(basp_comm_t comm, int l, Membership m, int index, bool other, Failures& out, Barrier& barrier) {
   const std::string name = "membership " + std::to_string(index) + (other ? " (another description)" : "") + ": ";
   std::vector<int32_t> docs(m.sizes.size(), 1);
@@ -427,17 +464,30 @@ void step(basp_comm_t comm, int l, Membership m, int index, bool other, Failures
   TEST_CUDA(cudaDeviceSynchronize());
   barrier.wait();
   bool ran = false;
+  const void* in[2] = {seq[0].data(), seq[1].data()};
+  void* mid[2] = {head[0].data(), head[1].data()};
+  const void* mid_in[2] = {head[0].data(), head[1].data()};
+  void* out_t[2] = {back[0].data(), back[1].data()};
   if (made) {
-    const void* in[2] = {seq[0].data(), seq[1].data()};
-    void* mid[2] = {head[0].data(), head[1].data()};
-    const void* mid_in[2] = {head[0].data(), head[1].data()};
-    void* out_t[2] = {back[0].data(), back[1].data()};
-    const bool scattered = basp_scatter(plan, in, mid, stream) == BASP_SUCCESS;
-    out.check(scattered, l, name + "scatter: " + (scattered ? "" : basp_last_error()));
+    ran = basp_scatter(plan, in, mid, stream) == BASP_SUCCESS;
+    out.check(ran, l, name + "scatter: " + (ran ? "" : basp_last_error()));
+  }
+  if (other) {
+    // Every rank's scatter has ended, its tag check with it: every gather now fails before enqueuing anything
+    // (had some enqueued and others not, the enqueued ones would wait for ever).
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    barrier.wait();
+  }
+  if (made) {
     const basp_status_t gathered = basp_gather(plan, mid_in, out_t, stream);
-    const bool allowed = gathered == BASP_SUCCESS || (other && gathered == BASP_ERROR_MISMATCH);
-    out.check(allowed, l, name + "gather: " + (gathered == BASP_SUCCESS ? "" : basp_last_error()));
-    ran = scattered;
+    const basp_status_t want = other ? BASP_ERROR_MISMATCH : BASP_SUCCESS;
+    out.check(gathered == want, l,
+              name + "gather: " + basp_status_string(gathered) + (gathered == BASP_SUCCESS ? "" : ": ") +
+                  (gathered == BASP_SUCCESS ? "" : basp_last_error()));
+    if (other) {
+      out.check(contains(basp_last_error(), "another batch plan"), l,
+                name + "the gather's MISMATCH names the other batch plan: " + basp_last_error());
+    }
   }
   TEST_CUDA(cudaStreamSynchronize(stream));
   TEST_CUDA(cudaStreamDestroy(stream));
@@ -482,13 +532,13 @@ void rank_main(int l, int n, ncclComm_t parent, Failures& out, Barrier& barrier)
   basp_comm_t comm = nullptr;
   if (basp_comm_create_nccl(parent, &config, &comm) != BASP_SUCCESS) {
     out.check(false, l, std::string("batch comm create: ") + basp_last_error());
-    return;
+    comm = nullptr;  // the steps still meet the other threads at every barrier, and fail their checks
   }
   const std::vector<Membership> list = memberships(n);
   for (size_t i = 0; i < list.size(); ++i) step(comm, l, list[i], static_cast<int>(i), false, out, barrier);
   // The world as one group, the last rank on another description.
   step(comm, l, list[0], static_cast<int>(list.size()), true, out, barrier);
-  out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "comm destroy");
+  if (comm != nullptr) out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "comm destroy");
 }
 
 int several_gpus(const char* program) {

@@ -34,12 +34,16 @@ __global__ void check_tags_kernel(const ExchangeTag* received, int32_t count, in
   for (int32_t p = 0; p < count; ++p) {
     if (p == self) continue;
     const ExchangeTag t = received[p];
-    if (t.fingerprint == expected.fingerprint && t.batch_id == expected.batch_id) continue;
+    if (t.fingerprint == expected.fingerprint && t.batch_id == expected.batch_id && t.documents == expected.documents &&
+        t.call == expected.call) {
+      continue;
+    }
     wrong = 1;
     if (report->found == 0) {
       report->position = p;
       report->batch_id = expected.batch_id;
       report->seen = t;
+      report->expected = expected;
       __threadfence_system();
       report->found = 1;
     }

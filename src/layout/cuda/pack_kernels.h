@@ -33,12 +33,14 @@ cudaError_t launch_gather_unpack(const Geometry* g, int32_t n, const PackedWorks
 cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream);
 
 // The tag a batch plan's exchange sends every peer ahead of its data (docs/batch.md): what the ranks of a group
-// must agree on. 16 bytes, so that a peer's message is always the same size whatever plan it belongs to.
+// must agree on. A fixed 32 bytes, so that a peer's tag is always the same size whatever plan it belongs to.
 struct ExchangeTag {
-  uint64_t fingerprint = 0;
-  int64_t batch_id = 0;
+  uint64_t fingerprint = 0;  // of the batch description
+  int64_t batch_id = 0;      // the plan's place among the comm's batch plans
+  uint64_t documents = 0;    // of the document boundaries set on the plan (0: those of the description)
+  int64_t call = 0;          // 2 * (the plan's executes before this one) + 1 for a scatter, + 0 for a gather
 };
-static_assert(sizeof(ExchangeTag) == 16, "the tag travels as 16 bytes");
+static_assert(sizeof(ExchangeTag) == 32, "the tag travels as 32 bytes");
 
 // What the tag check found, in host memory the device writes (cudaHostAllocMapped): `found` is set once, by the
 // first check that saw a wrong tag, and names the position that sent it.
@@ -47,10 +49,12 @@ struct TagReport {
   int32_t position = -1;  // the sender's position in its group
   int64_t batch_id = 0;   // the expected batch id (the plan's)
   ExchangeTag seen;       // what it sent
+  ExchangeTag expected;   // what this rank expected
 };
+static_assert(sizeof(TagReport) == 80, "docs/batch.md gives its size");
 
-// Writes `tag` to the device word at `dst` (one thread): an execute's outgoing tag, with no host memory involved,
-// so that it can be captured in a CUDA graph.
+// Writes `tag` to `dst` (one thread): an execute's outgoing tag, with no host memory involved, so that it can be
+// captured in a CUDA graph.
 cudaError_t launch_write_tag(ExchangeTag* dst, ExchangeTag tag, cudaStream_t stream);
 
 // Compares the `count` tags that arrived (position p's at received[p]; `self`'s own slot is not read) with

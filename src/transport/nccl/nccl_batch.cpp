@@ -1,6 +1,7 @@
 #include "transport/nccl/nccl_batch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -10,7 +11,8 @@
 
 namespace basp::transport::nccl {
 
-BatchShared::BatchShared(int device, int64_t timeout_ms) : device_(device), timeout_ms_(timeout_ms) {
+BatchShared::BatchShared(std::shared_ptr<GroupComm> world, int64_t timeout_ms)
+    : world_(std::move(world)), device_(world_->device()), timeout_ms_(timeout_ms) {
   DeviceScope scope(device_);
   void* host = nullptr;
   BASP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(layout::cuda::TagReport), cudaHostAllocMapped));
@@ -31,8 +33,26 @@ BatchShared::BatchShared(int device, int64_t timeout_ms) : device_(device), time
 
 BatchShared::~BatchShared() {
   DeviceScope scope(device_);
-  // The last exchange may still run (a hung one after a timeout is aborted with the world communicator first):
-  // the buffers are released by cudaFree, which waits for the device.
+  if (pending_) {
+    // Its tag check may still write the report, its exchange still use the pool.
+    for (;;) {
+      const cudaError_t state = cudaEventQuery(done_);
+      if (state != cudaErrorNotReady) break;
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since_).count();
+      if (timeout_ms_ > 0 && waited > timeout_ms_) {
+        // Hung: ncclCommAbort ends its kernels; then the event completes.
+        try {
+          world_->abort();
+        } catch (const detail::Error&) {
+        }
+        cudaEventSynchronize(done_);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    cudaGetLastError();
+  }
   cudaEventDestroy(done_);
   cudaFreeHost(report_host_);
 }
@@ -95,21 +115,27 @@ basp_status_t BatchShared::check(std::string& message) {
 basp_status_t BatchShared::check_locked(std::string& message) {
   const volatile layout::cuda::TagReport* report = report_host_;
   if (report->found != 0) {
-    const int64_t id = report->batch_id;
-    const int32_t position = report->position;
+    std::atomic_thread_fence(std::memory_order_acquire);  // the fields were written before `found`
+    const layout::cuda::TagReport r = *report_host_;
     std::shared_ptr<const BatchGroupInfo> group;
     for (const auto& g : recent_) {
-      if (g && g->batch_id == id) group = g;
+      if (g && g->batch_id == r.batch_id) group = g;
     }
-    std::string who = "position " + std::to_string(position);
-    if (group && position >= 0 && static_cast<size_t>(position) < group->members.size()) {
-      who = "world rank " + std::to_string(group->members[static_cast<size_t>(position)]);
+    std::string who = "position " + std::to_string(r.position);
+    if (group && r.position >= 0 && static_cast<size_t>(r.position) < group->members.size()) {
+      who = "world rank " + std::to_string(group->members[static_cast<size_t>(r.position)]);
     }
-    message = "the exchange of batch plan " + std::to_string(id) + (group ? " in " + group->where : std::string()) +
-              " received from " + who + " the tag of another batch plan (its batch id " +
-              std::to_string(report->seen.batch_id) + ", fingerprint " + std::to_string(report->seen.fingerprint) +
-              "): the ranks were given different batch descriptions, or made their batch plans in another order; "
-              "that exchange's outputs were not written";
+    const auto describe = [](const layout::cuda::ExchangeTag& t) {
+      return "batch plan " + std::to_string(t.batch_id) + ", fingerprint " + std::to_string(t.fingerprint) +
+             ", documents " + std::to_string(t.documents) + ", " + (t.call % 2 == 1 ? "scatter" : "gather") +
+             " of execute " + std::to_string(t.call / 2);
+    };
+    message = "the exchange of batch plan " + std::to_string(r.batch_id) +
+              (group ? " in " + group->where : std::string()) + " received from " + who +
+              " the tag of another batch plan or execute (" + describe(r.seen) +
+              "; this rank: " + describe(r.expected) +
+              "): the ranks were given different batch descriptions, made their batch plans in another order, or "
+              "called different operations; that exchange's outputs were not written";
     return BASP_ERROR_MISMATCH;
   }
   if (!pending_) return BASP_SUCCESS;
@@ -126,6 +152,7 @@ basp_status_t BatchShared::check_locked(std::string& message) {
   const auto waited =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since_).count();
   if (timeout_ms_ <= 0 || waited <= timeout_ms_) return BASP_SUCCESS;
+  world_->mark_errored();  // never ncclCommDestroy now: it would wait for the hung exchange
   const auto& last = recent_[(next_recent_ + recent_.size() - 1) % recent_.size()];
   message = "the exchange of " + (last ? last->where : std::string("the last batch plan")) + " has not ended " +
             std::to_string(waited) + " ms after it was enqueued (the comm's timeout is " + std::to_string(timeout_ms_) +
@@ -137,7 +164,7 @@ basp_status_t BatchShared::check_locked(std::string& message) {
 
 NcclBatchTransport::NcclBatchTransport(std::shared_ptr<GroupComm> world, const GroupSpec& spec)
     : world_(std::move(world)),
-      shared_(std::make_shared<BatchShared>(world_->device(), spec.timeout_ms)),
+      shared_(std::make_shared<BatchShared>(world_, spec.timeout_ms)),
       bootstrap_(world_, spec.members, spec.where, spec.position),
       timeout_ms_(spec.timeout_ms) {
   DeviceScope scope(world_->device());

@@ -40,15 +40,19 @@ struct BatchGroupInfo {
 // The state the comm's batch executors share. Thread-safe; executes themselves are serialised (checked).
 class BatchShared {
  public:
-  BatchShared(int device, int64_t timeout_ms);
+  // `world`: the communicator the comm's batch exchanges run on (marked errored, or aborted, when one hangs).
+  BatchShared(std::shared_ptr<GroupComm> world, int64_t timeout_ms);
+  // Waits for the last exchange to end (up to the timeout; past it the world communicator is aborted, so that the
+  // hung exchange ends) before the pool and the report are released.
   ~BatchShared();
   BatchShared(const BatchShared&) = delete;
   BatchShared& operator=(const BatchShared&) = delete;
 
   int device() const { return device_; }
   // At batch plan creation: device memory of at least `bytes`, 256-byte aligned. A growing pool allocates a new
-  // buffer and keeps the older ones (the plans made before, and CUDA graphs captured from them, still use them)
-  // until the comm's last batch plan is gone; so a plan's memory never moves.
+  // buffer (at least twice the last) and keeps the older ones (the plans made before, and CUDA graphs captured from
+  // them, still use them) as long as the comm's batch state lives: with its last plan. So a plan's memory never
+  // moves, and the pool holds at most about 4x its largest plan's need.
   std::byte* reserve(int64_t bytes);
   int64_t pool_bytes() const;
   // The device's view of the tag report (layout/cuda/pack_kernels.h).
@@ -70,6 +74,7 @@ class BatchShared {
  private:
   basp_status_t check_locked(std::string& message);
 
+  std::shared_ptr<GroupComm> world_;
   int device_;
   int64_t timeout_ms_;
   mutable std::mutex mutex_;

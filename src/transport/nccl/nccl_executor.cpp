@@ -201,6 +201,13 @@ class GeneralPath final : public DevicePath {
     const bool tagged = wiring_.tag_out != nullptr;
     if (tagged) check_launch(layout::cuda::launch_write_tag(wiring_.tag_out, wiring_.tag, s), "writing the tag");
     BASP_NCCL_CHECK(ncclGroupStart());
+    // A failed call inside the group must not leave this thread's NCCL group open.
+    struct GroupEnd {
+      bool open = true;
+      ~GroupEnd() {
+        if (open) ncclGroupEnd();
+      }
+    } group_end;
     if (tagged) {
       for (int64_t j = 0; j < k; ++j) {
         if (j == me) continue;
@@ -225,6 +232,7 @@ class GeneralPath final : public DevicePath {
         }
       }
     }
+    group_end.open = false;
     BASP_NCCL_CHECK(ncclGroupEnd());
     if (tagged) {
       check_launch(layout::cuda::launch_check_tags(wiring_.tags_in, static_cast<int32_t>(k), static_cast<int32_t>(me),
@@ -233,6 +241,11 @@ class GeneralPath final : public DevicePath {
     }
   }
 
+ public:
+  // A batch plan's tag for the next execute (BatchWiring::tag).
+  void set_tag(const layout::cuda::ExchangeTag& tag) { wiring_.tag = tag; }
+
+ private:
   int peer_of(int64_t position) const {
     return wiring_.peers.empty() ? static_cast<int>(position) : wiring_.peers[static_cast<size_t>(position)];
   }
@@ -351,9 +364,12 @@ class NcclBatchExecutor final : public PlanExecutor {
     w.tag_out = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 256);
     w.tags_in = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 512);
     w.report = shared_->report_device();
-    w.tag.fingerprint = group.fingerprint;
-    w.tag.batch_id = group.batch_id;
-    path_ = std::make_unique<GeneralPath>(plan_, shared_->device(), &w);
+    tag_.fingerprint = group.fingerprint;
+    tag_.batch_id = group.batch_id;
+    w.tag = tag_;
+    auto general = std::make_unique<GeneralPath>(plan_, shared_->device(), &w);
+    general_ = general.get();
+    path_ = std::move(general);
   }
 
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
@@ -363,18 +379,20 @@ class NcclBatchExecutor final : public PlanExecutor {
 
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     run(
-        "basp_scatter", [&](ncclComm_t comm, cudaStream_t s) { path_->scatter(tokens, inputs, outputs, comm, s); },
-        stream);
+        "basp_scatter", true,
+        [&](ncclComm_t comm, cudaStream_t s) { path_->scatter(tokens, inputs, outputs, comm, s); }, stream);
   }
   void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
     run(
-        "basp_gather", [&](ncclComm_t comm, cudaStream_t s) { path_->gather(tokens, inputs, outputs, comm, s); },
+        "basp_gather", false, [&](ncclComm_t comm, cudaStream_t s) { path_->gather(tokens, inputs, outputs, comm, s); },
         stream);
   }
+  // Document boundaries set on the plan (basp_plan_set_documents) travel in the tag.
+  void set_documents(uint64_t fingerprint) override { tag_.documents = fingerprint; }
 
  private:
   template <typename F>
-  void run(const char* op, F&& enqueue, void* stream) {
+  void run(const char* op, bool scatter, F&& enqueue, void* stream) {
     ncclComm_t comm = world_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     shared_->claim(op);
@@ -386,8 +404,22 @@ class NcclBatchExecutor final : public PlanExecutor {
     // A group of one touches neither the pool nor the world communicator: it need not wait for the others.
     const bool exchanges = plan_.group_size > 1;
     shared_->before(s, exchanges, op);
-    enqueue(comm, s);
+    if (general_ != nullptr) {
+      // Which execute of the plan this is, and which operation: a peer on another one (a scatter against a gather,
+      // one execute behind) is found like a peer on another plan.
+      layout::cuda::ExchangeTag tag = tag_;
+      tag.call = 2 * executes_ + (scatter ? 1 : 0);
+      general_->set_tag(tag);
+    }
+    try {
+      enqueue(comm, s);
+    } catch (const detail::Error&) {
+      // Part of the exchange may be enqueued: the next execute must still wait for it.
+      if (exchanges) shared_->after(s, group_);
+      throw;
+    }
     if (exchanges) shared_->after(s, group_);
+    ++executes_;
     last_path_.store(path_->id(), std::memory_order_relaxed);
   }
 
@@ -396,6 +428,9 @@ class NcclBatchExecutor final : public PlanExecutor {
   plan::ExchangePlan plan_;
   std::shared_ptr<const BatchGroupInfo> group_;
   std::unique_ptr<DevicePath> path_;
+  GeneralPath* general_ = nullptr;  // path_ when the group exchanges
+  layout::cuda::ExchangeTag tag_;   // without `call`, set per execute
+  int64_t executes_ = 0;            // enqueued executes of this plan (counted once enqueued whole)
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};
 };
 

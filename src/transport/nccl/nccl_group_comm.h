@@ -28,6 +28,9 @@ class GroupComm {
   basp_status_t async_error(std::string& message);
   // ncclCommAbort, once; later calls do nothing.
   void abort();
+  // Something enqueued on the communicator may never finish (a batch exchange past its timeout): released with
+  // ncclCommAbort, not ncclCommDestroy, which would wait for it.
+  void mark_errored() { errored_.store(true); }
   // A host-side all-gather over the group (collective_to_host). Any failure (a timeout leaves the collective
   // enqueued) makes the communicator aborted, not destroyed, when released.
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step, const std::string& where,
