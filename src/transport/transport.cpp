@@ -1,5 +1,6 @@
 #include "transport/transport.h"
 
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -19,6 +20,18 @@ void GroupTransport::free_shared(void* ptr) {
 basp_status_t GroupTransport::async_error(std::string& message) {
   (void)message;
   return BASP_SUCCESS;
+}
+
+GroupSpec world_spec(const GroupSpec& spec) {
+  GroupSpec all;
+  all.index = 0;
+  all.position = spec.world_rank;
+  for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
+  all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
+  all.timeout_ms = spec.timeout_ms;
+  all.world_rank = spec.world_rank;
+  all.world_size = spec.world_size;
+  return all;
 }
 
 namespace {

@@ -40,6 +40,10 @@ struct GroupSpec {
   std::vector<uint64_t> world_nodes;
 };
 
+// Batch comms: the whole world of `spec` as one group (position = world rank), for the batch plans' world-level
+// messages and collectives.
+GroupSpec world_spec(const GroupSpec& spec);
+
 // One batch plan's group, seen from one of its ranks: made locally from a membership every rank computes alike.
 struct BatchGroup {
   GroupSpec group;           // members: world ranks by position; index: the group's index in the membership

@@ -26,6 +26,7 @@
 
 #include "basp/basp.h"
 #include "expected_tensors.h"
+#include "gpu_threads.h"
 #include "gpu_util.h"
 #include "layout/cuda/pack_kernels.h"
 #include "layout/host_copy.h"
@@ -36,7 +37,9 @@
 using basp::layout::Geometry;
 using basp::layout::cuda::ExchangeTag;
 using basp::layout::cuda::TagReport;
+using basp::test::Barrier;
 using basp::test::DeviceBytes;
+using basp::test::Failures;
 using basp::test::kPoison;
 
 namespace {
@@ -328,44 +331,6 @@ constexpr int64_t kSeq = 840;  // divisible by every K in 1..8: every split is e
 constexpr int64_t kHeadsQ = 840;
 constexpr int64_t kHeadsKV = 840;  // GQA is in the MPI tests and in part 1; here every K splits both evenly
 constexpr int64_t kDim = 8;
-
-struct Failures {
-  std::mutex mutex;
-  int64_t failed = 0;
-  int64_t checks = 0;
-  void check(bool ok, int rank, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++checks;
-    if (!ok) {
-      ++failed;
-      std::printf("FAILED: rank %d: %s\n", rank, what.c_str());
-      std::fflush(stdout);
-    }
-  }
-};
-
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int64_t round = round_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return round_ != round; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int n_;
-  int arrived_ = 0;
-  int64_t round_ = 0;
-};
 
 // A membership: group sizes and the world ranks, group by group.
 struct Membership {

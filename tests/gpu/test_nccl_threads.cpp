@@ -21,59 +21,19 @@
 
 #include "basp/basp.h"
 #include "expected_tensors.h"
+#include "gpu_threads.h"
 #include "gpu_util.h"
 
 using basp::layout::Geometry;
+using basp::test::Barrier;
 using basp::test::DeviceBytes;
+using basp::test::Failures;
 using basp::test::kPoison;
 
 namespace {
 
 constexpr uint64_t kSeed = 777;
 constexpr int kMaxRanks = 8;
-
-// Failures of all threads: printed at once (a failed rank can leave the others waiting in NCCL, and the log must
-// show why), counted for the end.
-struct Failures {
-  std::mutex mutex;
-  int64_t failed = 0;
-  int64_t checks = 0;
-  void check(bool ok, int rank, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++checks;
-    if (!ok) {
-      ++failed;
-      std::printf("FAILED: rank %d: %s\n", rank, what.c_str());
-      std::fflush(stdout);
-    }
-  }
-};
-
-// All ranks meet here: allocations and uploads of every rank finish before any exchange starts, and every
-// exchange has finished before any rank frees memory (cudaMalloc/cudaFree on one thread while an NCCL kernel
-// waits for it on another can deadlock a single process).
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int64_t round = round_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return round_ != round; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int n_;
-  int arrived_ = 0;
-  int64_t round_ = 0;
-};
 
 bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
 

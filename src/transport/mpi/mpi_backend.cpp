@@ -91,12 +91,7 @@ class MpiGroupTransport final : public GroupTransport {
         bootstrap_(scope_of(group_, spec)) {
     if (spec.batch_capacity > 0) {
       // Collective over the parent (every rank is inside comm creation); the world as one group for messages.
-      GroupSpec all;
-      all.index = 0;
-      all.position = spec.world_rank;
-      for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
-      all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
-      all.timeout_ms = spec.timeout_ms;
+      GroupSpec all = world_spec(spec);
       OwnedComm control = dup_with_errors_return(world_.get());  // in this order on every rank: collective
       OwnedComm data = dup_with_errors_return(world_.get());
       OwnedComm collectives = dup_with_errors_return(world_.get());

@@ -89,19 +89,6 @@ std::unique_ptr<NcclGroupTransport> connected(ncclComm_t group, int device, cons
   return transport;
 }
 
-// The world as one group, for the batch plans' messages: position = world rank.
-GroupSpec world_spec(const GroupSpec& spec) {
-  GroupSpec all;
-  all.index = 0;
-  all.position = spec.world_rank;
-  for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
-  all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
-  all.timeout_ms = spec.timeout_ms;
-  all.world_rank = spec.world_rank;
-  all.world_size = spec.world_size;
-  return all;
-}
-
 // Batch comms (spec.batch_capacity > 0, the same on every rank): `world`, a communicator of all the parent's
 // ranks, connected to every peer now, becomes the transport's batch world.
 std::unique_ptr<GroupTransport> with_world(std::unique_ptr<NcclGroupTransport> transport, ncclComm_t world, int device,
