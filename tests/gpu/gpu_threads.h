@@ -44,6 +44,22 @@ class Barrier {
     }
     cv_.wait(lock, [&] { return round_ != round; });
   }
+  // A meeting that also tells whether `mine` was true on every rank.
+  bool all(bool mine) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int64_t round = round_;
+    if (!mine) any_false_ = true;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      last_all_ = !any_false_;
+      any_false_ = false;
+      ++round_;
+      cv_.notify_all();
+      return last_all_;
+    }
+    cv_.wait(lock, [&] { return round_ != round; });
+    return last_all_;  // the next round cannot end before this rank arrives at it
+  }
 
  private:
   std::mutex mutex_;
@@ -51,6 +67,8 @@ class Barrier {
   int n_;
   int arrived_ = 0;
   int64_t round_ = 0;
+  bool any_false_ = false;
+  bool last_all_ = true;
 };
 
 }  // namespace basp::test

@@ -10,11 +10,14 @@
 //   3. two to eight GPUs of one machine, one thread per GPU as one rank each (as test_gpu_nccl_threads): a new
 //      membership every step on the same comm (the world as one group, then {1, N-1}, {2, N-2}, ..., ranks in
 //      reverse order, groups of one), BSHD bf16 scatter and gather bit-exact on coordinate data; then one rank given
-//      another description: nothing written, MISMATCH from every rank's next execute and from the comm.
+//      another description, and on a second comm one rank gathering while the others scatter: nothing written,
+//      MISMATCH from every rank's next execute and from the comm. A rank whose exchange does not end within two
+//      minutes fails and aborts the comm (no hang).
 //      Skipped with fewer than two GPUs (NCCL refuses two ranks on one GPU).
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -378,16 +381,51 @@ void locate(const Membership& m, int rank, int& group, int& position, int& k) {
   }
 }
 
-// One step: the batch plan of membership `m` (one sequence per group), scatter then gather, checked. `other`: `m`
-// is the world as one group, and the last rank lists its ranks in reverse order. Every chunk has the same size
-// (K divides the tokens and the heads), so every message keeps its size, but every rank receives a tag of another
-// fingerprint: the scatter enqueues and writes nothing; once every rank's scatter has ended, the gather fails with
-// MISMATCH before enqueuing anything, and the comm reports the mismatch.
-void step(basp_comm_t comm, int l, Membership m, int index, bool other, Failures& out, Barrier& barrier) {
-  const std::string name = "membership " + std::to_string(index) + (other ? " (another description)" : "") + ": ";
+// Waits for `stream` (at most two minutes: a peer that enqueued nothing leaves the exchange waiting for ever); on
+// timeout, records the failure and aborts the comm, which ends the exchange.
+void finish(cudaStream_t stream, basp_comm_t comm, int l, Failures& out, const std::string& what) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    const cudaError_t rc = cudaStreamQuery(stream);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) {
+      out.check(false, l, what + ": the stream failed: " + cudaGetErrorString(rc));
+      return;
+    }
+    if (std::chrono::steady_clock::now() > end) {
+      out.check(false, l, what + ": the exchange did not end within 120 s; aborting the comm");
+      if (comm != nullptr) basp_comm_abort(comm);
+      cudaStreamSynchronize(stream);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// How a step's ranks disagree.
+enum class Disagree {
+  kNone,
+  // `m` is the world as one group and the last rank lists its ranks in reverse order: every chunk keeps its size
+  // (K divides the tokens and the heads), but every rank receives a tag of another fingerprint.
+  kDescription,
+  // The last rank gathers while the others scatter (the same plan, the same sizes): the tags differ in their call.
+  kOperation,
+};
+
+// One step: the batch plan of membership `m` (one sequence per group), an execute then another, checked. Agreeing,
+// a scatter then a gather, bit-exact. Disagreeing (every rank's first execute enqueues and writes nothing; once
+// every rank's has ended, every rank's second execute fails with MISMATCH before enqueuing anything, and the comm
+// reports the mismatch).
+void step(basp_comm_t comm, int l, Membership m, int index, Disagree disagree, Failures& out, Barrier& barrier) {
+  const bool other = disagree != Disagree::kNone;
+  const char* kind = disagree == Disagree::kDescription ? " (another description)"
+                     : disagree == Disagree::kOperation ? " (another operation)"
+                                                        : "";
+  const std::string name = "membership " + std::to_string(index) + kind + ": ";
   std::vector<int32_t> docs(m.sizes.size(), 1);
   const int n = static_cast<int>(m.ranks.size());
-  if (other && l == n - 1) std::reverse(m.ranks.begin(), m.ranks.end());
+  const bool odd_one = l == n - 1;
+  if (disagree == Disagree::kDescription && odd_one) std::reverse(m.ranks.begin(), m.ranks.end());
   int group = -1, position = -1, k = 0;
   locate(m, l, group, position, k);
   basp_batch_t batch = BASP_BATCH_INITIALIZER;
@@ -427,37 +465,42 @@ void step(basp_comm_t comm, int l, Membership m, int index, bool other, Failures
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   TEST_CUDA(cudaDeviceSynchronize());
-  barrier.wait();
+  // Executes only where every rank made its plan: a rank without one would leave its peers waiting.
+  const bool everyone = barrier.all(made);
   bool ran = false;
   const void* in[2] = {seq[0].data(), seq[1].data()};
   void* mid[2] = {head[0].data(), head[1].data()};
   const void* mid_in[2] = {head[0].data(), head[1].data()};
   void* out_t[2] = {back[0].data(), back[1].data()};
-  if (made) {
-    ran = basp_scatter(plan, in, mid, stream) == BASP_SUCCESS;
-    out.check(ran, l, name + "scatter: " + (ran ? "" : basp_last_error()));
+  // The first execute: a scatter, but the last rank's a gather when the operations disagree.
+  const bool first_gathers = disagree == Disagree::kOperation && odd_one;
+  if (everyone) {
+    ran = (first_gathers ? basp_gather(plan, mid_in, out_t, stream) : basp_scatter(plan, in, mid, stream)) ==
+          BASP_SUCCESS;
+    out.check(ran, l, name + "first execute: " + (ran ? "" : basp_last_error()));
   }
   if (other) {
-    // Every rank's scatter has ended, its tag check with it: every gather now fails before enqueuing anything
-    // (had some enqueued and others not, the enqueued ones would wait for ever).
-    TEST_CUDA(cudaStreamSynchronize(stream));
+    // Every rank's first execute has ended, its tag check with it: every second execute now fails before
+    // enqueuing anything (had some enqueued and others not, the enqueued ones would wait for ever).
+    finish(stream, comm, l, out, name + "first execute");
     barrier.wait();
   }
-  if (made) {
-    const basp_status_t gathered = basp_gather(plan, mid_in, out_t, stream);
+  if (everyone) {
+    const basp_status_t second =
+        first_gathers ? basp_scatter(plan, in, mid, stream) : basp_gather(plan, mid_in, out_t, stream);
     const basp_status_t want = other ? BASP_ERROR_MISMATCH : BASP_SUCCESS;
-    out.check(gathered == want, l,
-              name + "gather: " + basp_status_string(gathered) + (gathered == BASP_SUCCESS ? "" : ": ") +
-                  (gathered == BASP_SUCCESS ? "" : basp_last_error()));
+    out.check(second == want, l,
+              name + "second execute: " + basp_status_string(second) + (second == BASP_SUCCESS ? "" : ": ") +
+                  (second == BASP_SUCCESS ? "" : basp_last_error()));
     if (other) {
-      out.check(contains(basp_last_error(), "another batch plan"), l,
-                name + "the gather's MISMATCH names the other batch plan: " + basp_last_error());
+      out.check(contains(basp_last_error(), "another batch plan or execute"), l,
+                name + "the second execute's MISMATCH names the disagreement: " + basp_last_error());
     }
   }
-  TEST_CUDA(cudaStreamSynchronize(stream));
+  finish(stream, comm, l, out, name + "the exchanges");
   TEST_CUDA(cudaStreamDestroy(stream));
   barrier.wait();
-  const bool wronged = other;  // every rank received a tag of another fingerprint
+  const bool wronged = other;  // every rank received a tag it did not expect
   if (ran) {
     for (int t = 0; t < 2; ++t) {
       const std::vector<std::byte> got = head[t].download();
@@ -486,7 +529,7 @@ void step(basp_comm_t comm, int l, Membership m, int index, bool other, Failures
     basp_status_t async = BASP_SUCCESS;
     char message[512] = {};
     const bool asked = basp_comm_get_async_error(comm, &async, message, sizeof message) == BASP_SUCCESS;
-    out.check(asked && async == BASP_ERROR_MISMATCH && contains(message, "another batch plan"), l,
+    out.check(asked && async == BASP_ERROR_MISMATCH && contains(message, "another batch plan or execute"), l,
               name + "the async error is BASP_ERROR_MISMATCH naming the other batch plan: " + message);
   }
 }
@@ -499,11 +542,24 @@ void rank_main(int l, int n, ncclComm_t parent, Failures& out, Barrier& barrier)
     out.check(false, l, std::string("batch comm create: ") + basp_last_error());
     comm = nullptr;  // the steps still meet the other threads at every barrier, and fail their checks
   }
+  barrier.wait();  // every rank's creation has ended before the first step allocates
   const std::vector<Membership> list = memberships(n);
-  for (size_t i = 0; i < list.size(); ++i) step(comm, l, list[i], static_cast<int>(i), false, out, barrier);
-  // The world as one group, the last rank on another description.
-  step(comm, l, list[0], static_cast<int>(list.size()), true, out, barrier);
+  for (size_t i = 0; i < list.size(); ++i) step(comm, l, list[i], static_cast<int>(i), Disagree::kNone, out, barrier);
+  // The world as one group, the last rank on another description: the comm's batch plans fail from then on.
+  const auto last = static_cast<int>(list.size());
+  step(comm, l, list[0], last, Disagree::kDescription, out, barrier);
   if (comm != nullptr) out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "comm destroy");
+  barrier.wait();
+  // A fresh comm: one agreeing step, then the last rank on another operation.
+  comm = nullptr;
+  if (basp_comm_create_nccl(parent, &config, &comm) != BASP_SUCCESS) {
+    out.check(false, l, std::string("second batch comm create: ") + basp_last_error());
+    comm = nullptr;
+  }
+  barrier.wait();
+  step(comm, l, list[0], last + 1, Disagree::kNone, out, barrier);
+  step(comm, l, list[0], last + 2, Disagree::kOperation, out, barrier);
+  if (comm != nullptr) out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "second comm destroy");
 }
 
 int several_gpus(const char* program) {

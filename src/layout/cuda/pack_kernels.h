@@ -37,8 +37,10 @@ cudaError_t launch_sum_unpack(const SumUnpackArgs& args, cudaStream_t stream);
 struct ExchangeTag {
   uint64_t fingerprint = 0;  // of the batch description
   int64_t batch_id = 0;      // the plan's place among the comm's batch plans
-  uint64_t documents = 0;    // of the document boundaries set on the plan (0: those of the description)
-  int64_t call = 0;          // 2 * (the plan's executes before this one) + 1 for a scatter, + 0 for a gather
+  uint64_t documents = 0;    // of the document boundaries set on the plan (a THD batch plan starts with its
+                             // description's; 0: none set)
+  int64_t call = 0;          // 2 * (the plan's executes enqueued before this one) + 1 for a scatter, + 0 for a
+                             // gather; fixed in a captured CUDA graph, whose replays send the same value
 };
 static_assert(sizeof(ExchangeTag) == 32, "the tag travels as 32 bytes");
 

@@ -53,6 +53,7 @@ BatchShared::~BatchShared() {
     }
     cudaGetLastError();
   }
+  buffers_.clear();  // on this device
   cudaEventDestroy(done_);
   cudaFreeHost(report_host_);
 }
@@ -85,13 +86,15 @@ void BatchShared::claim(const char* op) {
 
 void BatchShared::before(cudaStream_t stream, bool ordered, const char* op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string message;
-  const basp_status_t found = check_locked(message);
-  if (found != BASP_SUCCESS) detail::fail(found, op, ": ", message);
-  if (!ordered || !pending_) return;
+  // While `stream` is captured the event is neither queried nor waited for (a query of work outside the capture
+  // may invalidate it); the report is host memory, read as always.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   BASP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return;
+  const bool captured = capture != cudaStreamCaptureStatusNone;
+  std::string message;
+  const basp_status_t found = check_locked(message, /*query_event=*/!captured);
+  if (found != BASP_SUCCESS) detail::fail(found, op, ": ", message);
+  if (!ordered || !pending_ || captured) return;
   BASP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
 }
 
@@ -109,13 +112,12 @@ void BatchShared::after(cudaStream_t stream, const std::shared_ptr<const BatchGr
 
 basp_status_t BatchShared::check(std::string& message) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return check_locked(message);
+  return check_locked(message, true);
 }
 
-basp_status_t BatchShared::check_locked(std::string& message) {
-  const volatile layout::cuda::TagReport* report = report_host_;
-  if (report->found != 0) {
-    std::atomic_thread_fence(std::memory_order_acquire);  // the fields were written before `found`
+basp_status_t BatchShared::check_locked(std::string& message, bool query_event) {
+  // The device writes the fields before `found` (__threadfence_system): an acquire load of `found` first.
+  if (__atomic_load_n(&report_host_->found, __ATOMIC_ACQUIRE) != 0) {
     const layout::cuda::TagReport r = *report_host_;
     std::shared_ptr<const BatchGroupInfo> group;
     for (const auto& g : recent_) {
@@ -138,7 +140,7 @@ basp_status_t BatchShared::check_locked(std::string& message) {
               "called different operations; that exchange's outputs were not written";
     return BASP_ERROR_MISMATCH;
   }
-  if (!pending_) return BASP_SUCCESS;
+  if (!pending_ || !query_event) return BASP_SUCCESS;
   const cudaError_t state = cudaEventQuery(done_);
   if (state == cudaSuccess) {
     pending_ = false;

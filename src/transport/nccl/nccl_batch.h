@@ -43,7 +43,7 @@ class BatchShared {
   // `world`: the communicator the comm's batch exchanges run on (marked errored, or aborted, when one hangs).
   BatchShared(std::shared_ptr<GroupComm> world, int64_t timeout_ms);
   // Waits for the last exchange to end (up to the timeout; past it the world communicator is aborted, so that the
-  // hung exchange ends) before the pool and the report are released.
+  // hung exchange ends; with timeout 0, as long as it takes) before the pool and the report are released.
   ~BatchShared();
   BatchShared(const BatchShared&) = delete;
   BatchShared& operator=(const BatchShared&) = delete;
@@ -72,7 +72,7 @@ class BatchShared {
   basp_status_t check(std::string& message);
 
  private:
-  basp_status_t check_locked(std::string& message);
+  basp_status_t check_locked(std::string& message, bool query_event);
 
   std::shared_ptr<GroupComm> world_;
   int device_;
