@@ -172,6 +172,43 @@ def test_attention_on_the_gpu_matches_a_cpu_reference():
         check.true(torch.allclose(a.double(), c, rtol=1e-3, atol=1e-4), "%s on the GPU equals the reference" % name)
 
 
+def test_batch_attention_on_the_gpu_matches_a_cpu_reference():
+    """A comm of batch plans only (NCCL, one rank over the OOB): the planner, pack_batch, and BaspAttention with a
+    batch plan (THD) against per-document causal attention in float64 on the CPU."""
+    hq, hkv, d = 4, 2, 8
+    lengths = [5, 11, 3, 9]
+    g = torch.Generator().manual_seed(12)
+    docs = [(torch.randn(n, hq, d, generator=g), torch.randn(n, hkv, d, generator=g),
+             torch.randn(n, hkv, d, generator=g), torch.randn(n, hq, d, generator=g)) for n in lengths]
+    torch.zeros(1, device=DEV)
+    oob = SelfAllgather()
+    with basp.Comm.from_oob(oob, batch_capacity=64, timeout_ms=60000) as comm:
+        check.equal((comm.backend, comm.batch_capacity), (basp.Backend.NCCL, 64), "a batch comm on NCCL")
+        batch = comm.plan_batch(lengths, hq, hkv, d, torch.float32)
+        check.equal([list(m) for m in batch.groups], [[0]], "one rank: one group of one")
+        packed = [basp.data.pack_batch([doc[i] for doc in docs], batch) for i in range(4)]
+        cu = [int(c) for c in packed[0].cu_seqlens]
+        check.equal(cu[-1], sum(lengths), "the stream holds every token")
+        leaves = [p.tokens.to(DEV).detach().requires_grad_() for p in packed[:3]]
+        layer = bt.BaspAttention(comm, hq, d, num_kv_heads=hkv, causal=True, layout="thd")
+        out = layer(*leaves, batch=batch)
+        (out * packed[3].tokens.to(DEV)).sum().backward()
+        got = [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+        layer.close()
+    # The reference, document by document in stream order (its boundaries from cu_seqlens).
+    ref = [t.double().requires_grad_() for t in (packed[0].tokens, packed[1].tokens, packed[2].tokens)]
+    pieces = []
+    for i in range(len(cu) - 1):
+        a, b = cu[i], cu[i + 1]
+        pieces.append(reference_attention(*(t[a:b].unsqueeze(0) for t in ref), causal=True).squeeze(0))
+    ref_out = torch.cat(pieces)
+    (ref_out * packed[3].tokens.double()).sum().backward()
+    expected = [ref_out.detach()] + [t.grad for t in ref]
+    for name, a, c in zip(("out", "dq", "dk", "dv"), got, expected):
+        check.true(torch.allclose(a.double(), c, rtol=1e-3, atol=1e-4),
+                   "batch %s on the GPU equals the reference" % name)
+
+
 if WORLD is not None:
     def test_attention_on_the_gpu_matches_the_cpu_comm():
         """With MPI only: the same layer on an MPI (host) comm and on the NCCL comm."""
