@@ -95,8 +95,6 @@ class BatchTransport {
   // Not collective. The executor of `plan` (this rank's part of its group's exchange in the batch).
   virtual std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan,
                                                             const BatchGroup& group) = 0;
-  // Bytes of the workspace pool the comm's batch plans share (grown at batch plan creation, never at execute).
-  virtual int64_t pool_bytes() const = 0;
   // Host-side collectives over the whole world (calibration: basp_comm_calibrate).
   virtual Bootstrap& world() = 0;
 

@@ -453,18 +453,12 @@ void step(basp_comm_t comm, int l, Membership m, int index, Disagree disagree, F
     geoms.push_back(g);
   }
   const uint64_t seed = kSeed + 131 * static_cast<uint64_t>(index) + static_cast<uint64_t>(group);
-  std::vector<DeviceBytes> seq, head, back;
-  for (int t = 0; t < 2; ++t) {
-    seq.emplace_back(geoms[t].seq_tensor_bytes(0));
-    head.emplace_back(geoms[t].seq_tensor_bytes(0));
-    back.emplace_back(geoms[t].seq_tensor_bytes(0));
-    seq[t].upload(basp::test::seq_input(seed, geoms[t], t, position));
-    head[t].fill(kPoison);
-    back[t].fill(kPoison);
-  }
+  const basp::test::ExchangeTensors x = basp::test::exchange_tensors(seed, geoms, position);
+  const std::vector<DeviceBytes>& seq = x.seq;
+  const std::vector<DeviceBytes>& head = x.head;
+  const std::vector<DeviceBytes>& back = x.back;
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  TEST_CUDA(cudaDeviceSynchronize());
   // Executes only where every rank made its plan: a rank without one would leave its peers waiting.
   const bool everyone = barrier.all(made);
   bool ran = false;
@@ -570,27 +564,8 @@ int several_gpus(const char* program) {
     return -1;
   }
   const int n = std::min(devices, kMaxRanks);
-  std::vector<ncclComm_t> comms(static_cast<size_t>(n), nullptr);
-  std::vector<int> list(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) list[static_cast<size_t>(i)] = i;
-  if (ncclCommInitAll(comms.data(), n, list.data()) != ncclSuccess) {
-    std::printf("FAILED: ncclCommInitAll over %d GPUs\n", n);
-    return 1;
-  }
   Failures failures;
-  Barrier barrier(n);
-  std::vector<std::thread> threads;
-  for (int l = 0; l < n; ++l) {
-    threads.emplace_back(rank_main, l, n, comms[static_cast<size_t>(l)], std::ref(failures), std::ref(barrier));
-  }
-  for (auto& t : threads) t.join();
-  for (ncclComm_t c : comms) {
-    if (failures.failed == 0) {
-      ncclCommDestroy(c);
-    } else {
-      ncclCommAbort(c);
-    }
-  }
+  if (!basp::test::run_ranks(n, rank_main, failures)) return 1;
   std::printf("%s: part 3, %d ranks: %lld checks, %lld failed\n", program, n, static_cast<long long>(failures.checks),
               static_cast<long long>(failures.failed));
   return failures.failed == 0 && failures.checks > 0 ? 0 : 1;

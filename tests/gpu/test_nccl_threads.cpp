@@ -85,19 +85,12 @@ void exchange(basp_comm_t comm, int l, int64_t k, int32_t layout, basp_dtype_t d
     g.elem = elem;
     geoms.push_back(g);
   }
-  std::vector<DeviceBytes> seq, head, back;
-  for (int t = 0; t < 3; ++t) {
-    seq.emplace_back(geoms[t].seq_tensor_bytes(0));
-    head.emplace_back(geoms[t].seq_tensor_bytes(0));
-    back.emplace_back(geoms[t].seq_tensor_bytes(0));
-    seq[t].upload(basp::test::seq_input(kSeed, geoms[t], t, l));
-    head[t].fill(kPoison);
-    back[t].fill(kPoison);
-  }
+  const basp::test::ExchangeTensors x = basp::test::exchange_tensors(kSeed, geoms, l);
+  const std::vector<DeviceBytes>& seq = x.seq;
+  const std::vector<DeviceBytes>& head = x.head;
+  const std::vector<DeviceBytes>& back = x.back;
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  // The uploads and poison fills ran on the legacy stream, which a non-blocking stream does not wait for.
-  TEST_CUDA(cudaDeviceSynchronize());
   barrier.wait();
   const void* in[3] = {seq[0].data(), seq[1].data(), seq[2].data()};
   void* mid[3] = {head[0].data(), head[1].data(), head[2].data()};
@@ -174,30 +167,9 @@ int main() {
     return basp::test::kSkipped;
   }
   const int k = std::min(devices, kMaxRanks);
-  std::vector<ncclComm_t> comms(static_cast<size_t>(k), nullptr);
-  std::vector<int> list(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) list[static_cast<size_t>(i)] = i;
-  const ncclResult_t rc = ncclCommInitAll(comms.data(), k, list.data());
-  if (rc != ncclSuccess) {
-    std::printf("FAILED: ncclCommInitAll over %d GPUs: %s\n", k, ncclGetErrorString(rc));
-    return 1;
-  }
   std::printf("%s: %d ranks, one per GPU, one thread each\n", program, k);
   Failures failures;
-  Barrier barrier(k);
-  std::vector<std::thread> threads;
-  for (int l = 0; l < k; ++l) {
-    threads.emplace_back(rank_main, l, k, comms[static_cast<size_t>(l)], std::ref(failures), std::ref(barrier));
-  }
-  for (auto& t : threads) t.join();
-  // After a failure a collective may still be enqueued on the parents: abort them (destroy would wait for it).
-  for (ncclComm_t c : comms) {
-    if (failures.failed == 0) {
-      ncclCommDestroy(c);
-    } else {
-      ncclCommAbort(c);
-    }
-  }
+  if (!basp::test::run_ranks(k, rank_main, failures)) return 1;
 
   basp::test::Tally tally;
   tally.checks = failures.checks;

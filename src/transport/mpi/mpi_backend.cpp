@@ -60,7 +60,6 @@ class MpiBatchTransport final : public BatchTransport {
   std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override {
     return mpi::make_batch_executor(plan, group, locality_, staging_, control_, data_.get(), pool_, busy_);
   }
-  int64_t pool_bytes() const override { return pool_.bytes(); }
 
  private:
   static CollectiveScope scope_of(GuardedComm& comm, const GroupSpec& spec) {

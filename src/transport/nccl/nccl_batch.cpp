@@ -70,13 +70,6 @@ std::byte* BatchShared::reserve(int64_t bytes) {
   return buffers_.back().get();
 }
 
-int64_t BatchShared::pool_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int64_t total = 0;
-  for (const DeviceBuffer& b : buffers_) total += b.bytes();
-  return total;
-}
-
 void BatchShared::claim(const char* op) {
   bool expected = false;
   BASP_CHECK_ARG(busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel), op,
@@ -84,7 +77,7 @@ void BatchShared::claim(const char* op) {
                  "batch plans must be serialised (they share its world communicator and workspace pool)");
 }
 
-void BatchShared::before(cudaStream_t stream, bool ordered, const char* op) {
+bool BatchShared::before(cudaStream_t stream, bool ordered, const char* op) {
   std::lock_guard<std::mutex> lock(mutex_);
   // While `stream` is captured the event is neither queried nor waited for (a query of work outside the capture
   // may invalidate it); the report is host memory, read as always.
@@ -94,17 +87,15 @@ void BatchShared::before(cudaStream_t stream, bool ordered, const char* op) {
   std::string message;
   const basp_status_t found = check_locked(message, /*query_event=*/!captured);
   if (found != BASP_SUCCESS) detail::fail(found, op, ": ", message);
-  if (!ordered || !pending_ || captured) return;
-  BASP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
+  if (ordered && pending_ && !captured) BASP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
+  return captured;
 }
 
-void BatchShared::after(cudaStream_t stream, const std::shared_ptr<const BatchGroupInfo>& group) {
+void BatchShared::after(cudaStream_t stream, bool captured, const std::shared_ptr<const BatchGroupInfo>& group) {
   std::lock_guard<std::mutex> lock(mutex_);
   recent_[next_recent_ % recent_.size()] = group;  // a shared_ptr copy: no allocation
   ++next_recent_;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  BASP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return;
+  if (captured) return;
   BASP_CUDA_CHECK(cudaEventRecord(done_, stream));
   pending_ = true;
   since_ = std::chrono::steady_clock::now();
@@ -181,14 +172,13 @@ namespace {
 
 class DeviceMemory final : public BatchTransport::Buffer {
  public:
-  DeviceMemory(int device, int64_t bytes) : device_(device) {
-    DeviceScope scope(device_);
+  DeviceMemory(int device, int64_t bytes) {
+    DeviceScope scope(device);
     buffer_ = DeviceBuffer(std::max<int64_t>(bytes, 1));
   }
   void* get() override { return buffer_.get(); }
 
  private:
-  int device_;
   DeviceBuffer buffer_;
 };
 

@@ -54,7 +54,6 @@ class BatchShared {
   // them, still use them) as long as the comm's batch state lives: with its last plan. So a plan's memory never
   // moves, and the pool holds at most about 4x its largest plan's need.
   std::byte* reserve(int64_t bytes);
-  int64_t pool_bytes() const;
   // The device's view of the tag report (layout/cuda/pack_kernels.h).
   layout::cuda::TagReport* report_device() const { return report_device_; }
 
@@ -64,10 +63,11 @@ class BatchShared {
   // Before an execute's first enqueue: fails with what an earlier exchange found (MISMATCH from its tags, TIMEOUT
   // when it is overdue); then, when `ordered`, makes `stream` wait for the end of the comm's previous batch exchange
   // (not while `stream` is being captured into a CUDA graph: a graph's batch executes must then be captured on one
-  // stream, docs/batch.md).
-  void before(cudaStream_t stream, bool ordered, const char* op);
-  // After an exchange's last enqueue (not while captured): its end, for the next execute and for check().
-  void after(cudaStream_t stream, const std::shared_ptr<const BatchGroupInfo>& group);
+  // stream, docs/batch.md). Returns whether `stream` is being captured, for after().
+  bool before(cudaStream_t stream, bool ordered, const char* op);
+  // After an exchange's last enqueue: its group, and (not while captured) its end, for the next execute and for
+  // check().
+  void after(cudaStream_t stream, bool captured, const std::shared_ptr<const BatchGroupInfo>& group);
   // MISMATCH or TIMEOUT with the message, as above; else BASP_SUCCESS.
   basp_status_t check(std::string& message);
 
@@ -96,7 +96,6 @@ class NcclBatchTransport final : public BatchTransport {
   // `world`: the comm's world communicator, already connected; `spec`: the world as one group (position = rank).
   NcclBatchTransport(std::shared_ptr<GroupComm> world, const GroupSpec& spec);
   std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override;
-  int64_t pool_bytes() const override { return shared_->pool_bytes(); }
   Bootstrap& world() override { return bootstrap_; }
   // Calibration's memory is device memory, its stream a private one; finish polls it against the comm's timeout.
   std::unique_ptr<Buffer> buffer(int64_t bytes) override;

@@ -98,20 +98,31 @@ class AllToAllPath final : public DevicePath {
 // How a batch plan's exchange differs from an ordinary one (nccl_batch.h): its peers are world ranks on the world
 // communicator, its workspaces are the comm's pool, and a tag goes to every peer ahead of the data.
 struct BatchWiring {
-  std::vector<int32_t> peers;  // the NCCL rank of each position
-  std::byte* send = nullptr;   // the send workspace, then the receive workspace, in the pool
-  std::byte* recv = nullptr;
-  layout::cuda::ExchangeTag* tag_out = nullptr;  // 1 slot
-  layout::cuda::ExchangeTag* tags_in = nullptr;  // a slot per position
-  uint32_t* skip = nullptr;                      // the unpacks' guard
-  layout::cuda::TagReport* report = nullptr;     // device view of the comm's report
-  layout::cuda::ExchangeTag tag;                 // this plan's
+  std::vector<int32_t> peers;                 // the NCCL rank of each position
+  std::byte* pool = nullptr;                  // PoolCarve::total bytes of the comm's pool
+  layout::cuda::TagReport* report = nullptr;  // device view of the comm's report
+  layout::cuda::ExchangeTag tag;              // this plan's (its call set per execute)
 };
 
-// The bytes a batch plan takes from the pool (BatchWiring's layout), for a workspace of `workspace` bytes.
-int64_t batch_pool_bytes(int64_t workspace, int64_t group_size) {
-  const int64_t ws = (std::max<int64_t>(workspace, 16) + 255) / 256 * 256;
-  return 2 * ws + 256 * 2 + static_cast<int64_t>(sizeof(layout::cuda::ExchangeTag)) * group_size;
+// Where a batch plan's pieces lie in its pool memory, for slotted workspaces of `workspace` bytes each: the send
+// and receive workspaces (each rounded up to 256 bytes), the unpacks' guard word, the outgoing tag, and a tag slot
+// per position.
+struct PoolCarve {
+  int64_t workspace = 0;  // offset of the receive workspace (the send one is at 0)
+  int64_t skip = 0;
+  int64_t tag_out = 0;
+  int64_t tags_in = 0;
+  int64_t total = 0;
+};
+
+PoolCarve carve_pool(int64_t workspace, int64_t group_size) {
+  PoolCarve c;
+  c.workspace = (std::max<int64_t>(workspace, 16) + 255) / 256 * 256;
+  c.skip = 2 * c.workspace;
+  c.tag_out = c.skip + 256;
+  c.tags_in = c.tag_out + 256;
+  c.total = c.tags_in + static_cast<int64_t>(sizeof(layout::cuda::ExchangeTag)) * group_size;
+  return c;
 }
 
 // Any shape (docs/gpu.md): the chunks of every (tensor, peer) pair have their own sizes, so they travel as grouped
@@ -123,13 +134,17 @@ int64_t batch_pool_bytes(int64_t workspace, int64_t group_size) {
 class GeneralPath final : public DevicePath {
  public:
   GeneralPath(const plan::ExchangePlan& plan, int device, const BatchWiring* wiring = nullptr)
-      : plan_(plan), workspace_(layout::make_slotted_workspace(plan.tensors.data(), plan.num_tensors())) {
+      : plan_(plan), workspace_(workspace_of(plan)) {
     DeviceScope scope(device);
     check_launch(layout::cuda::prepare_row_copy(), "preparing the pack/unpack kernel");
     if (wiring != nullptr) {
       wiring_ = *wiring;
-      send_ptr_ = wiring_.send;
-      recv_ptr_ = wiring_.recv;
+      const PoolCarve c = carve_pool(workspace_.bytes(), plan_.group_size);
+      send_ptr_ = wiring_.pool;
+      recv_ptr_ = wiring_.pool + c.workspace;
+      skip_ = reinterpret_cast<uint32_t*>(wiring_.pool + c.skip);
+      tag_out_ = reinterpret_cast<layout::cuda::ExchangeTag*>(wiring_.pool + c.tag_out);
+      tags_in_ = reinterpret_cast<layout::cuda::ExchangeTag*>(wiring_.pool + c.tags_in);
       return;
     }
     send_ = DeviceBuffer(std::max<int64_t>(workspace_.bytes(), 16));
@@ -137,10 +152,13 @@ class GeneralPath final : public DevicePath {
     send_ptr_ = send_.get();
     recv_ptr_ = recv_.get();
   }
+  // The pool bytes a batch plan's path takes (BatchWiring::pool).
+  static int64_t pool_bytes(const plan::ExchangePlan& plan) {
+    return carve_pool(workspace_of(plan).bytes(), plan.group_size).total;
+  }
   basp_path_t id() const override { return BASP_PATH_NCCL; }
   int64_t workspace_bytes() const override {
-    return wiring_.send != nullptr ? batch_pool_bytes(workspace_.bytes(), plan_.group_size)
-                                   : send_.bytes() + recv_.bytes();
+    return wiring_.pool != nullptr ? pool_bytes(plan_) : send_.bytes() + recv_.bytes();
   }
 
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
@@ -148,7 +166,7 @@ class GeneralPath final : public DevicePath {
     const int32_t n = geometries(tokens);
     check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
     exchange(/*scatter=*/true, n, comm, s);
-    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_ptr_, outputs, s, wiring_.skip),
+    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_ptr_, outputs, s, skip_),
                  "scatter: unpack");
   }
 
@@ -169,7 +187,7 @@ class GeneralPath final : public DevicePath {
         plain_out[t] = outputs[t];
       }
     }
-    check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_ptr_, plain_out, s, wiring_.skip),
+    check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_ptr_, plain_out, s, skip_),
                  "gather: unpack");
     for (int32_t t = 0; t < n; ++t) {
       if (!geom_[t].replicated()) continue;
@@ -180,7 +198,7 @@ class GeneralPath final : public DevicePath {
       a.seq = static_cast<unsigned char*>(outputs[t]);
       a.wire = reinterpret_cast<const unsigned char*>(recv_ptr_);
       a.workspace = workspace_;
-      a.skip = wiring_.skip;
+      a.skip = skip_;
       check_launch(layout::cuda::launch_sum_unpack(a, s), "gather: summing unpack");
     }
   }
@@ -198,8 +216,8 @@ class GeneralPath final : public DevicePath {
   void exchange(bool scatter, int32_t n, ncclComm_t comm, cudaStream_t s) {
     const int64_t k = plan_.group_size;
     const int64_t me = plan_.position;
-    const bool tagged = wiring_.tag_out != nullptr;
-    if (tagged) check_launch(layout::cuda::launch_write_tag(wiring_.tag_out, wiring_.tag, s), "writing the tag");
+    const bool tagged = tag_out_ != nullptr;
+    if (tagged) check_launch(layout::cuda::launch_write_tag(tag_out_, wiring_.tag, s), "writing the tag");
     BASP_NCCL_CHECK(ncclGroupStart());
     // A failed call inside the group must not leave this thread's NCCL group open.
     struct GroupEnd {
@@ -212,8 +230,8 @@ class GeneralPath final : public DevicePath {
       for (int64_t j = 0; j < k; ++j) {
         if (j == me) continue;
         const int peer = peer_of(j);
-        BASP_NCCL_CHECK(ncclSend(wiring_.tag_out, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
-        BASP_NCCL_CHECK(ncclRecv(wiring_.tags_in + j, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
+        BASP_NCCL_CHECK(ncclSend(tag_out_, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
+        BASP_NCCL_CHECK(ncclRecv(tags_in_ + j, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
       }
     }
     for (int32_t t = 0; t < n; ++t) {
@@ -235,8 +253,8 @@ class GeneralPath final : public DevicePath {
     group_end.open = false;
     BASP_NCCL_CHECK(ncclGroupEnd());
     if (tagged) {
-      check_launch(layout::cuda::launch_check_tags(wiring_.tags_in, static_cast<int32_t>(k), static_cast<int32_t>(me),
-                                                   wiring_.tag, wiring_.skip, wiring_.report, s),
+      check_launch(layout::cuda::launch_check_tags(tags_in_, static_cast<int32_t>(k), static_cast<int32_t>(me),
+                                                   wiring_.tag, skip_, wiring_.report, s),
                    "checking the tags");
     }
   }
@@ -246,6 +264,10 @@ class GeneralPath final : public DevicePath {
   void set_tag(const layout::cuda::ExchangeTag& tag) { wiring_.tag = tag; }
 
  private:
+  static layout::PackedWorkspace workspace_of(const plan::ExchangePlan& plan) {
+    return layout::make_slotted_workspace(plan.tensors.data(), plan.num_tensors());
+  }
+
   int peer_of(int64_t position) const {
     return wiring_.peers.empty() ? static_cast<int>(position) : wiring_.peers[static_cast<size_t>(position)];
   }
@@ -258,6 +280,10 @@ class GeneralPath final : public DevicePath {
   BatchWiring wiring_;
   std::byte* send_ptr_ = nullptr;
   std::byte* recv_ptr_ = nullptr;
+  // A batch plan's, in its pool memory (carve_pool); nullptr otherwise.
+  uint32_t* skip_ = nullptr;
+  layout::cuda::ExchangeTag* tag_out_ = nullptr;
+  layout::cuda::ExchangeTag* tags_in_ = nullptr;
 };
 
 class NcclExecutor final : public PlanExecutor {
@@ -353,16 +379,9 @@ class NcclBatchExecutor final : public PlanExecutor {
       path_ = std::make_unique<LocalCopyPath>(plan_);
       return;
     }
-    const layout::PackedWorkspace ws = layout::make_slotted_workspace(plan_.tensors.data(), plan_.num_tensors());
-    const int64_t ws_bytes = (std::max<int64_t>(ws.bytes(), 16) + 255) / 256 * 256;
-    std::byte* base = shared_->reserve(batch_pool_bytes(ws.bytes(), plan_.group_size));
     BatchWiring w;
     w.peers = group.group.members;
-    w.send = base;
-    w.recv = base + ws_bytes;
-    w.skip = reinterpret_cast<uint32_t*>(base + 2 * ws_bytes);
-    w.tag_out = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 256);
-    w.tags_in = reinterpret_cast<layout::cuda::ExchangeTag*>(base + 2 * ws_bytes + 512);
+    w.pool = shared_->reserve(GeneralPath::pool_bytes(plan_));
     w.report = shared_->report_device();
     tag_.fingerprint = group.fingerprint;
     tag_.batch_id = group.batch_id;
@@ -403,7 +422,7 @@ class NcclBatchExecutor final : public PlanExecutor {
     DeviceScope scope(world_->device());
     // A group of one touches neither the pool nor the world communicator: it need not wait for the others.
     const bool exchanges = plan_.group_size > 1;
-    shared_->before(s, exchanges, op);
+    const bool captured = shared_->before(s, exchanges, op);
     if (general_ != nullptr) {
       // Which execute of the plan this is, and which operation: a peer on another one (a scatter against a gather,
       // one execute behind) is found like a peer on another plan.
@@ -415,10 +434,10 @@ class NcclBatchExecutor final : public PlanExecutor {
       enqueue(comm, s);
     } catch (const detail::Error&) {
       // Part of the exchange may be enqueued: the next execute must still wait for it.
-      if (exchanges) shared_->after(s, group_);
+      if (exchanges) shared_->after(s, captured, group_);
       throw;
     }
-    if (exchanges) shared_->after(s, group_);
+    if (exchanges) shared_->after(s, captured, group_);
     ++executes_;
     last_path_.store(path_->id(), std::memory_order_relaxed);
   }
