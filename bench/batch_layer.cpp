@@ -18,10 +18,15 @@
 // tokens one of its ranks holds, and the adaptive plan is then made with problem.capacity = M_best (the same memory).
 // --calib-bytes B --calib-repeats R are passed to basp_comm_calibrate (0 0: its defaults, 4 MiB and 5).
 // --estimate prints each configuration's emulated attention (slowest rank) and the run's total, and runs nothing.
+// --import-model FILE takes the exchange terms of an exported cost model instead of calibrating (the attention terms
+// still come from --c2, --c1 and --scale).
+// --plan-only calibrates, plans and writes the configurations (their measured_s = predicted_s), and runs nothing:
+// the input of scripts/batch_bench.py real, which runs them with the attention computed.
 //
 // usage: mpirun -np 8 basp_batch_layer --c2 S --c1 S [--scale X] [--runs 10] [--seeds 0-9] [--no-uniform]
 //                                      [--no-wait] [--capacity 4096] [--fill 1.0] [--model FILE] [--json FILE]
 //                                      [--equal-memory] [--calib-bytes B] [--calib-repeats R] [--estimate]
+//                                      [--plan-only] [--import-model FILE]
 #include <mpi.h>
 #include <time.h>
 #include <unistd.h>
@@ -307,6 +312,21 @@ void fixed_k(basp_comm_t basp_comm_k, int32_t k, const std::vector<int64_t>& len
   c.name = "K=" + std::to_string(k);
 }
 
+// [a, b, ...] and [[...], ...]: the JSON arrays of a run's batches and configurations (read back by
+// scripts/batch_bench.py real, which runs the same configurations with attention computed).
+template <typename T>
+std::string json_list(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string json_lists(const std::vector<std::vector<int32_t>>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_list(v[i]);
+  return s + "]";
+}
+
 std::string describe(const Config& c, const std::vector<int64_t>& len) {
   std::string s;
   for (size_t g = 0; g < c.members.size(); ++g) {
@@ -327,10 +347,10 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   double c2h = 0, c1h = 0, scale = 1.0, fill = 1.0;
   int runs = 10, seed_lo = 0, seed_hi = 9;
-  bool uniform = true, wait = true, longtail = true, equal_memory = false, estimate = false;
+  bool uniform = true, wait = true, longtail = true, equal_memory = false, estimate = false, plan_only = false;
   int64_t capacity = 4096, calib_bytes = 0;
   int calib_repeats = 0;
-  std::string model_file, json_file;
+  std::string model_file, json_file, import_file;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -365,6 +385,10 @@ int main(int argc, char** argv) {
       equal_memory = true;
     else if (a == "--estimate")
       estimate = true;
+    else if (a == "--import-model")
+      import_file = next();
+    else if (a == "--plan-only")
+      plan_only = estimate = true;
     else if (a == "--calib-bytes")
       calib_bytes = std::atoll(next().c_str());
     else if (a == "--calib-repeats")
@@ -402,7 +426,20 @@ int main(int argc, char** argv) {
     CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &fc, &fixed[k]));
   }
   const double tc0 = now();
-  if (!estimate) CHECK(basp_comm_calibrate(comm, calib_bytes, calib_repeats));
+  if (!import_file.empty()) {
+    std::string text;
+    if (FILE* f = std::fopen(import_file.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "basp_batch_layer: --import-model %s: cannot read it\n", import_file.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    CHECK(basp_comm_import_cost_model(comm, text.c_str()));
+  } else if (!estimate || plan_only) {
+    CHECK(basp_comm_calibrate(comm, calib_bytes, calib_repeats));
+  }
   const double calib_s = now() - tc0;
   basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
   CHECK(basp_comm_get_cost_model(comm, &m));
@@ -431,9 +468,11 @@ int main(int argc, char** argv) {
       std::fprintf(js,
                    "{\"model\": {\"a0\": %.6g, \"a1\": %.6g, \"beta_node\": %.6g, \"beta_network\": %.6g, "
                    "\"c2\": %.6g, \"c1\": %.6g}, \"scale\": %g, \"runs\": %d, \"wait\": %d, \"calibrate_s\": %.3f, "
-                   "\"calib_bytes\": %lld, \"calib_repeats\": %d, \"equal_memory\": %d, \"model_text\": \"",
+                   "\"calib_bytes\": %lld, \"calib_repeats\": %d, \"equal_memory\": %d, \"plan_only\": %d, "
+                   "\"c2_head\": %.6g, \"c1_head\": %.6g, \"capacity\": %lld, \"node_of\": %s, \"model_text\": \"",
                    m.a0, m.a1, m.beta_node, m.beta_network, m.c2, m.c1, scale, runs, wait ? 1 : 0, calib_s,
-                   (long long)calib_bytes, calib_repeats, equal_memory ? 1 : 0);
+                   (long long)calib_bytes, calib_repeats, equal_memory ? 1 : 0, plan_only ? 1 : 0, c2h, c1h,
+                   (long long)capacity, json_list(node).c_str());
       for (const char* t = text.data(); *t; ++t) std::fputs(*t == '\n' ? "\\n" : std::string(1, *t).c_str(), js);
       std::fprintf(js, "\", \"cases\": [\n");
     }
@@ -571,17 +610,20 @@ int main(int argc, char** argv) {
       if (js) {
         std::fprintf(js,
                      "%s{\"batch\": \"%s\", \"num_docs\": %zu, \"longest\": %lld, \"adaptive_capacity\": %lld, "
-                     "\"configs\": [",
-                     first_case ? "" : ",\n", cs.name.c_str(), cs.len.size(), (long long)longest, (long long)m_best);
+                     "\"lengths\": %s, \"configs\": [",
+                     first_case ? "" : ",\n", cs.name.c_str(), cs.len.size(), (long long)longest, (long long)m_best,
+                     json_list(cs.len).c_str());
         for (size_t i = 0; i < configs.size(); ++i) {
           std::fprintf(js,
                        "%s{\"name\": \"%s\", \"measured_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
                        "\"predicted_s\": %.6f, \"planner_predicted_s\": %.6f, \"max_rank_tokens\": %lld, "
-                       "\"within_capacity\": %d, \"attention_s\": %.6f, \"groups\": \"%s\"}",
+                       "\"within_capacity\": %d, \"attention_s\": %.6f, \"groups\": \"%s\", "
+                       "\"members\": %s, \"docs\": %s}",
                        i ? ", " : "", configs[i].name.c_str(), meas[i].median, meas[i].min, meas[i].max,
                        predict(m, node, cs.len, configs[i], wait), configs[i].planner_predicted,
                        (long long)meas[i].max_rank_tokens, i == 0 || within_cap[i] ? 1 : 0,
-                       attention_seconds(configs[i], cs.len, c2, c1), describe(configs[i], cs.len).c_str());
+                       attention_seconds(configs[i], cs.len, c2, c1), describe(configs[i], cs.len).c_str(),
+                       json_lists(configs[i].members).c_str(), json_lists(configs[i].docs).c_str());
         }
         std::fprintf(js, "]}");
       }

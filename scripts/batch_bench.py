@@ -15,6 +15,18 @@ run   runs, as root, build/bench/basp_batch_layer under scripts/sim-cluster (2 f
       Arguments after "--" go to basp_batch_layer, e.g. "-- --equal-memory --calib-bytes 33554432 --calib-repeats 5"
       (section 12.7: fixed K uncapped, the adaptive plan given the memory of the fastest fixed K; calibration sized
       to the layer) or "-- --estimate" (prints the emulated attention of the whole run, runs nothing).
+real  runs the configurations of a basp_batch_layer --json file again (a `run` or a `run ... -- --plan-only`: the
+      same batches, groups and documents) under the same sim-cluster with the attention computed: each rank, the
+      torch venv's python on one thread, runs basp.torch.BaspAttention (THD, causal, Hq 32, Hkv 8, D 128, bf16) with
+      the configuration's batch plan, F.scaled_dot_product_attention per document; the slowest rank's layer time,
+      median of --runs after one warm-up whose attention is skipped, and the slowest rank's attention alone.
+          batch_bench.py real --configs FILE [--python PY] [--runs 3] [--batches seed0,seed1] [--json OUT]
+      (PY: a python with torch and mpi4py; default: the venv of scripts/python-env.sh)
+bound prints, for each batch of basp_batch_layer --json file(s) (this version: with lengths), a lower bound of
+      the predicted step time of ANY plan under the file's model (the group holding the longest document, over
+      every size and split across the nodes it could have; and the attention of the whole batch over N ranks),
+      and so an upper bound of what any planner could gain over the best fixed K, by the model's own numbers. It
+      checks that no configuration of the file predicts less than the bound.
 table prints the Markdown table of docs/benchmarks.md section 12 from the --json file(s) of run (the equal-memory
       table of 12.7 for a run with --equal-memory).
 """
@@ -104,6 +116,210 @@ def run(args, extra):
     return subprocess.call(cmd, env=env)
 
 
+def real(args):
+    if not args.python:
+        env_sh = os.path.join(ROOT, "scripts", "python-env.sh")
+        args.python = subprocess.check_output(["bash", env_sh], text=True).strip().splitlines()[-1]
+    cmd = [os.path.join(ROOT, "scripts", "sim-cluster"), "--nodes", "2", "--ranks-per-node", "4", "--map-by", "slot",
+           "--link", "4gbit", "--timeout", "3600", "-x", "PYTHONPATH=" + os.path.join(ROOT, "python"),
+           "-x", "BASP_LIBRARY=" + os.path.join(args.build, "src", "libbasp.so"), "-x", "OMP_NUM_THREADS=1", "--",
+           args.python, os.path.abspath(__file__), "real-rank", "--configs", os.path.abspath(args.configs),
+           "--runs", str(args.runs), "--batches", args.batches, "--json", os.path.abspath(args.json)]
+    print(" ".join(cmd), flush=True)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.call(cmd, env=env)
+
+
+def real_rank(args):
+    """One rank of `real` (under mpirun): every configuration of the file, attention computed."""
+    import torch
+    from mpi4py import MPI
+
+    import basp
+    import basp.torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    with open(args.configs) as f:
+        d = json.load(f)
+    wanted = set(args.batches.split(",")) if args.batches else None
+    cases = [c for c in d["cases"] if wanted is None or c["batch"] in wanted]
+    if any("lengths" not in c for c in cases):
+        raise SystemExit("batch_bench.py real: %s has no lengths/members/docs: make it with this basp_batch_layer"
+                         % args.configs)
+    comm = basp.Comm(world, batch_capacity=16384)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    state = {"compute": False, "attention_s": 0.0}
+
+    def attention(q, k, v, causal):
+        if not state["compute"]:
+            return q  # the warm-up: exchanges only
+        t = time.perf_counter()
+        out = sdpa(q, k, v, is_causal=causal)
+        state["attention_s"] += time.perf_counter() - t
+        return out
+
+    layer = basp.torch.BaspAttention(comm, 32, 128, num_kv_heads=8, causal=True, layout="thd", attention=attention)
+    out_cases = []
+    for c in cases:
+        out_configs = []
+        for x in c["configs"]:
+            batch = basp.Batch(x["members"], docs=x["docs"], lengths=c["lengths"], rank=rank)
+            n = batch.token_end - batch.token_begin
+            q = torch.randn(n, 32, 128, dtype=torch.bfloat16)
+            k = torch.randn(n, 8, 128, dtype=torch.bfloat16)
+            v = torch.randn(n, 8, 128, dtype=torch.bfloat16)
+            times, attn = [], []
+            for r in range(args.runs + 1):
+                state["compute"], state["attention_s"] = r > 0, 0.0
+                world.Barrier()
+                t = time.perf_counter()
+                with torch.no_grad():
+                    layer(q, k, v, batch=batch)
+                dt = time.perf_counter() - t
+                worst = world.allreduce(dt, op=MPI.MAX)
+                worst_attn = world.allreduce(state["attention_s"], op=MPI.MAX)
+                total_attn = world.allreduce(state["attention_s"], op=MPI.SUM)
+                if r > 0:
+                    times.append(worst)
+                    attn.append((worst_attn, total_attn))
+            def median(v):
+                v = sorted(v)
+                return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+            y = dict(name=x["name"], measured_s=median(times), min_s=min(times), max_s=max(times),
+                     attention_s=median(a for a, _ in attn), attention_sum_s=median(b for _, b in attn),
+                     emulated_s=x["measured_s"], predicted_s=x["predicted_s"], within_capacity=x["within_capacity"],
+                     groups=x["groups"])
+            out_configs.append(y)
+            if rank == 0:
+                print(f"{c['batch']:8s} {x['name']:9s} {y['measured_s'] * 1e3:9.0f} ms (range "
+                      f"{y['min_s'] * 1e3:.0f}-{y['max_s'] * 1e3:.0f}), attention slowest rank "
+                      f"{y['attention_s'] * 1e3:.0f} ms, all ranks {y['attention_sum_s']:.1f} s  {x['groups']}",
+                      flush=True)
+        out_cases.append(dict(batch=c["batch"], num_docs=c["num_docs"], longest=c["longest"], configs=out_configs))
+    if rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(source=args.configs, runs=args.runs, torch=torch.__version__, threads=1,
+                           date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cases=out_cases), f, indent=1)
+    comm.close()
+    return 0
+
+
+def table_real(path, d):
+    import math
+    print(f"\n{path}: attention computed (torch {d['torch']}, one thread per rank), median of {d['runs']}\n")
+    print("| batch | docs | longest | adaptive: groups | adaptive ms | K=1 | K=2 | K=4 | Ulysses (K=8) | "
+          "best fixed within capacity / adaptive |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    logs, logs_u = [], []
+    for c in d["cases"]:
+        cf = {x["name"]: x for x in c["configs"]}
+        ad = cf["adaptive"]
+        sizes = [g.split("[")[0] for g in ad["groups"].split(" ")]
+
+        def cell(name):
+            if name not in cf:
+                return "doesn't fit"
+            x = cf[name]
+            return f"{x['measured_s'] * 1e3:.0f} (attn {x['attention_s'] * 1e3:.0f})" + (
+                "" if x["within_capacity"] else " (over cap.)")
+        fixed = [cf[n]["measured_s"] for n in ("K=1", "K=2", "K=4", "Ulysses") if n in cf and
+                 cf[n]["within_capacity"]]
+        ratio = min(fixed) / ad["measured_s"]
+        if c["batch"] != "uniform":
+            logs.append(math.log(ratio))
+            if "Ulysses" in cf:
+                logs_u.append(math.log(cf["Ulysses"]["measured_s"] / ad["measured_s"]))
+        print(f"| {c['batch']} | {c['num_docs']} | {c['longest']} | {'+'.join(sizes)} | "
+              f"{ad['measured_s'] * 1e3:.0f} (attn {ad['attention_s'] * 1e3:.0f}) | {cell('K=1')} | {cell('K=2')} | "
+              f"{cell('K=4')} | {cell('Ulysses')} | {ratio:.2f} |")
+    if logs:
+        print(f"\ngeometric mean over {len(logs)} long-tail batches: {math.exp(sum(logs) / len(logs)):.2f}x "
+              f"(range {math.exp(min(logs)):.2f}-{math.exp(max(logs)):.2f})" +
+              (f"; Ulysses / adaptive {math.exp(sum(logs_u) / len(logs_u)):.2f}x" if logs_u else ""))
+
+
+HQ, HKV, D, ELEM = 32, 8, 128, 2  # basp_batch_layer's shape
+
+
+def plan_lower_bound(model, lengths, capacity, node_of):
+    """The least predicted step time any plan of `lengths` can have under `model` (cost_model.h's formula; node_of:
+    each rank's node; capacity tokens per rank): max of (1) the group that holds the longest document L, minimised
+    over its size k (k * capacity >= L) and over m, the most of its members on one node (its node term is
+    (m - 1) x bytes per peer; while m < k its network term is at least that node's own traffic m * (k - m) x bytes
+    per peer, other groups only add), its stream holding at least L tokens and at least what the other N - k ranks
+    cannot hold; (2) the whole batch's attention over N ranks (max over groups of
+    A_g / k_g >= sum A / sum k)."""
+    def ceil_div(a, b):
+        return -(-a // b)
+    n_ranks = len(node_of)
+    per_node = [node_of.count(x) for x in set(node_of)]
+    longest, total_tokens = max(lengths), sum(lengths)
+    attn = lambda sq, sm, share: (model["c2"] * sq + model["c1"] * sm) * share  # noqa: E731
+    best = float("inf")
+    for k in range(1, n_ranks + 1):
+        if k * capacity < longest:
+            continue
+        # The group's stream: the longest document, and whatever the other N - k ranks cannot hold.
+        stream = max(longest, total_tokens - (n_ranks - k) * capacity)
+        if k == 1:
+            best = min(best, attn(longest * longest, stream, 1.0))
+            continue
+        t = ceil_div(stream, k)
+        hq, hkv = ceil_div(HQ, k), max(1, ceil_div(HKV, k))
+        pps, ppg = t * (hq + 2 * hkv) * D * ELEM, t * hq * D * ELEM
+        alpha = model["a0"] + model["a1"] * (k - 1)
+        exchange = float("inf")
+        for m in range(ceil_div(k, len(per_node)), min(k, max(per_node)) + 1):
+            cross = m * (k - m)
+            exchange = min(exchange, 2 * alpha + (model["beta_node"] * (m - 1) + model["beta_network"] * cross) *
+                           (pps + ppg))
+        best = min(best, exchange + attn(longest * longest, stream, hq / HQ))
+    total = attn(sum(x * x for x in lengths), total_tokens, 1.0) / n_ranks
+    return max(best, total), best, total
+
+
+def bound(args):
+    import math
+    for path in args.files:
+        with open(path) as f:
+            d = json.load(f)
+        if not d.get("wait", 1):
+            print(f"{path}: exchange only (no attention in the predictions): skipped")
+            continue
+        print(f"\n{path}: lower bound of any plan's predicted time under the file's model (capacity "
+              f"{d['capacity']}, {len(d['node_of'])} ranks on {len(set(d['node_of']))} nodes)\n")
+        print("| batch | longest | bound ms (longest doc's group / batch attention / N) | adaptive pred ms | "
+              "best fixed K pred ms | best fixed / bound: most any plan could gain | adaptive pred / bound |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        logs, logs_ad = [], []
+        for c in d["cases"]:
+            if "lengths" not in c:
+                raise SystemExit(f"{path}: no lengths (made by an older basp_batch_layer)")
+            cap = c.get("adaptive_capacity", d["capacity"])
+            lb, lb1, lb2 = plan_lower_bound(d["model"], c["lengths"], cap, d["node_of"])
+            # Every configuration that holds the capacity is a plan the bound covers.
+            preds = [x["predicted_s"] for x in c["configs"] if x["max_rank_tokens"] <= cap]
+            if min(preds) < lb - 1e-6:  # the file holds microseconds
+                raise SystemExit(f"{path} {c['batch']}: a configuration predicts {min(preds)} s, under the bound "
+                                 f"{lb} s: the bound is wrong")
+            ad = next(x for x in c["configs"] if x["name"] == "adaptive")
+            fixed = [x["predicted_s"] for x in c["configs"] if x["name"] != "adaptive" and x["within_capacity"]]
+            bf = min(fixed) if fixed else float("nan")
+            if c["batch"] != "uniform" and fixed:
+                logs.append(math.log(bf / lb))
+                logs_ad.append(math.log(bf / ad["predicted_s"]))
+            print(f"| {c['batch']} | {c['longest']} | {lb * 1e3:.0f} ({lb1 * 1e3:.0f} / {lb2 * 1e3:.0f}) | "
+                  f"{ad['predicted_s'] * 1e3:.0f} | {bf * 1e3:.0f} | {bf / lb:.2f} | {ad['predicted_s'] / lb:.2f} |")
+        if logs:
+            gain, got = math.exp(sum(logs) / len(logs)), math.exp(sum(logs_ad) / len(logs_ad))
+            print(f"\ngeometric mean over {len(logs)} long-tail batches: best fixed K / bound {gain:.2f}x (no plan "
+                  f"is predicted faster than this over the best fixed K); best fixed K / adaptive (predicted) "
+                  f"{got:.2f}x")
+
+
 def table_equal_memory(d):
     import math
     names = [n for n in ("K=1", "K=2", "K=4") if any(x["name"] == n for c in d["cases"] for x in c["configs"])]
@@ -141,6 +357,9 @@ def table(args):
     for path in args.files:
         with open(path) as f:
             d = json.load(f)
+        if "source" in d:
+            table_real(path, d)
+            continue
         if d.get("equal_memory"):
             print(f"\n{path}: calibration max_bytes {d.get('calib_bytes')}, repeats {d.get('calib_repeats')}, "
                   f"{d['calibrate_s']:.1f} s; model:\n{d.get('model_text', '')}")
@@ -210,12 +429,29 @@ def main():
     pr.add_argument("--seeds", default="0-9")
     pr.add_argument("--json", default="")
     pr.add_argument("--no-wait", action="store_true")
+    for name in ("real", "real-rank"):
+        pq = sub.add_parser(name)
+        pq.add_argument("--configs", required=True)
+        pq.add_argument("--runs", type=int, default=3)
+        pq.add_argument("--batches", default="")
+        pq.add_argument("--json", default="")
+        pq.add_argument("--build", default=os.path.join(ROOT, "build"))
+        pq.add_argument("--python", default="", help="python with torch and mpi4py (default: scripts/python-env.sh)")
+    pb = sub.add_parser("bound")
+    pb.add_argument("files", nargs="+")
     pt = sub.add_parser("table")
     pt.add_argument("files", nargs="+")
     args = p.parse_args(argv)
     if args.cmd == "attn":
         attn(args)
         return 0
+    if args.cmd == "bound":
+        bound(args)
+        return 0
+    if args.cmd == "real":
+        return real(args)
+    if args.cmd == "real-rank":
+        return real_rank(args)
     if args.cmd == "table":
         table(args)
         return 0
