@@ -207,11 +207,13 @@ def real_rank(args):
     return 0
 
 
-def table_real(path, d):
+def layer_table(d, detail, adaptive_header):
+    """The section 12 table of a run's (or a real run's) cases: measured ms and detail(config) per cell (the
+    adaptive cell's detail from detail(config, True)), best fixed K within capacity over the adaptive plan. Returns
+    the logs of that ratio and of Ulysses / adaptive over the long-tail batches."""
     import math
-    print(f"\n{path}: attention computed (torch {d['torch']}, one thread per rank), median of {d['runs']}\n")
-    print("| batch | docs | longest | adaptive: groups | adaptive ms | K=1 | K=2 | K=4 | Ulysses (K=8) | "
-          "best fixed within capacity / adaptive |")
+    print(f"| batch | docs | longest | adaptive: groups | {adaptive_header} | K=1 | K=2 | K=4 | Ulysses (K=8) "
+          "| best fixed within capacity / adaptive |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     logs, logs_u = [], []
     for c in d["cases"]:
@@ -223,8 +225,8 @@ def table_real(path, d):
             if name not in cf:
                 return "doesn't fit"
             x = cf[name]
-            return f"{x['measured_s'] * 1e3:.0f} (attn {x['attention_s'] * 1e3:.0f})" + (
-                "" if x["within_capacity"] else " (over cap.)")
+            mark = "" if x["within_capacity"] else " (over cap.)"
+            return f"{x['measured_s'] * 1e3:.0f} ({detail(x)}){mark}"
         fixed = [cf[n]["measured_s"] for n in ("K=1", "K=2", "K=4", "Ulysses") if n in cf and
                  cf[n]["within_capacity"]]
         ratio = min(fixed) / ad["measured_s"]
@@ -233,8 +235,15 @@ def table_real(path, d):
             if "Ulysses" in cf:
                 logs_u.append(math.log(cf["Ulysses"]["measured_s"] / ad["measured_s"]))
         print(f"| {c['batch']} | {c['num_docs']} | {c['longest']} | {'+'.join(sizes)} | "
-              f"{ad['measured_s'] * 1e3:.0f} (attn {ad['attention_s'] * 1e3:.0f}) | {cell('K=1')} | {cell('K=2')} | "
+              f"{ad['measured_s'] * 1e3:.0f} ({detail(ad, True)}) | {cell('K=1')} | {cell('K=2')} | "
               f"{cell('K=4')} | {cell('Ulysses')} | {ratio:.2f} |")
+    return logs, logs_u
+
+
+def table_real(path, d):
+    import math
+    print(f"\n{path}: attention computed (torch {d['torch']}, one thread per rank), median of {d['runs']}\n")
+    logs, logs_u = layer_table(d, lambda x, adaptive=False: f"attn {x['attention_s'] * 1e3:.0f}", "adaptive ms")
     if logs:
         print(f"\ngeometric mean over {len(logs)} long-tail batches: {math.exp(sum(logs) / len(logs)):.2f}x "
               f"(range {math.exp(min(logs)):.2f}-{math.exp(max(logs)):.2f})" +
@@ -375,30 +384,9 @@ def table(args):
         print(f"\n{path}: model a0 {d['model']['a0']:.3g} s, a1 {d['model']['a1']:.3g} s, beta_node "
               f"{d['model']['beta_node']:.3g} s/B, beta_network {d['model']['beta_network']:.3g} s/B, c2 "
               f"{d['model']['c2']:.3g}, c1 {d['model']['c1']:.3g}\n")
-        print("| batch | docs | longest | adaptive: groups | adaptive ms (pred) | K=1 | K=2 | K=4 | Ulysses (K=8) "
-              "| best fixed within capacity / adaptive |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        logs = []
-        for c in d["cases"]:
-            cf = {x["name"]: x for x in c["configs"]}
-            ad = cf["adaptive"]
-            sizes = [g.split("[")[0] for g in ad["groups"].split(" ")]
-
-            def cell(name):
-                if name not in cf:
-                    return "doesn't fit"
-                x = cf[name]
-                mark = "" if x["within_capacity"] else " (over cap.)"
-                return f"{x['measured_s'] * 1e3:.0f} ({x['predicted_s'] * 1e3:.0f}){mark}"
-            fixed = [cf[n]["measured_s"] for n in ("K=1", "K=2", "K=4", "Ulysses") if n in cf and
-                     cf[n]["within_capacity"]]
-            ratio = min(fixed) / ad["measured_s"]
-            if c["batch"] != "uniform":
-                logs.append(math.log(ratio))
-            print(f"| {c['batch']} | {c['num_docs']} | {c['longest']} | {'+'.join(sizes)} | "
-                  f"{ad['measured_s'] * 1e3:.0f} ({ad['planner_predicted_s' if d['wait'] else 'predicted_s'] * 1e3:.0f}) | "
-                  f"{cell('K=1')} | "
-                  f"{cell('K=2')} | {cell('K=4')} | {cell('Ulysses')} | {ratio:.2f} |")
+        own = "planner_predicted_s" if d["wait"] else "predicted_s"
+        logs, _ = layer_table(d, lambda x, adaptive=False: f"{x[own if adaptive else 'predicted_s'] * 1e3:.0f}",
+                              "adaptive ms (pred)")
         if logs:
             print(f"\ngeometric mean over {len(logs)} long-tail batches: {math.exp(sum(logs) / len(logs)):.2f}x; "
                   f"uniform PASS: {d.get('uniform_pass')}")
