@@ -109,8 +109,14 @@ def run(args, extra):
         prog += ["--json", os.path.abspath(args.json)]
     if args.no_wait:
         prog += ["--no-wait"]
+    return sim_cluster(1800, [], prog + extra)
+
+
+def sim_cluster(timeout, options, prog):
+    """Runs prog as root under scripts/sim-cluster on the section 12 cluster (2 fake nodes x 4 ranks, block
+    numbering, a 4 Gbit/s link), with extra sim-cluster options; returns its exit status."""
     cmd = [os.path.join(ROOT, "scripts", "sim-cluster"), "--nodes", "2", "--ranks-per-node", "4", "--map-by", "slot",
-           "--link", "4gbit", "--timeout", "1800", "--"] + prog + extra
+           "--link", "4gbit", "--timeout", str(timeout)] + options + ["--"] + prog
     print(" ".join(cmd), flush=True)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return subprocess.call(cmd, env=env)
@@ -120,14 +126,11 @@ def real(args):
     if not args.python:
         env_sh = os.path.join(ROOT, "scripts", "python-env.sh")
         args.python = subprocess.check_output(["bash", env_sh], text=True).strip().splitlines()[-1]
-    cmd = [os.path.join(ROOT, "scripts", "sim-cluster"), "--nodes", "2", "--ranks-per-node", "4", "--map-by", "slot",
-           "--link", "4gbit", "--timeout", "3600", "-x", "PYTHONPATH=" + os.path.join(ROOT, "python"),
-           "-x", "BASP_LIBRARY=" + os.path.join(args.build, "src", "libbasp.so"), "-x", "OMP_NUM_THREADS=1", "--",
-           args.python, os.path.abspath(__file__), "real-rank", "--configs", os.path.abspath(args.configs),
-           "--runs", str(args.runs), "--batches", args.batches, "--json", os.path.abspath(args.json)]
-    print(" ".join(cmd), flush=True)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return subprocess.call(cmd, env=env)
+    options = ["-x", "PYTHONPATH=" + os.path.join(ROOT, "python"),
+               "-x", "BASP_LIBRARY=" + os.path.join(args.build, "src", "libbasp.so"), "-x", "OMP_NUM_THREADS=1"]
+    return sim_cluster(3600, options, [args.python, os.path.abspath(__file__), "real-rank", "--configs",
+                                       os.path.abspath(args.configs), "--runs", str(args.runs), "--batches",
+                                       args.batches, "--json", os.path.abspath(args.json)])
 
 
 def real_rank(args):
