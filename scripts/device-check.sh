@@ -9,7 +9,8 @@
 #      binding's CUDA test with no MPI (when python3 has PyTorch),
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs), and what the pointer-kind check of an execute costs with a driver,
-#   4. prints a short table last.
+#   4. checks the NVML topology path against the driver: basp-topo lists the GPUs nvidia-smi lists,
+#   5. prints a short table last.
 #
 #   scripts/device-check.sh [build-dir]          (default: build-device)
 # Environment: NCCL_ROOT (a folder with include/nccl.h and lib/libnccl.so*; default: the NCCL of the Python
@@ -120,6 +121,32 @@ say ""
 say "## registered in CTest with label gpu (what CI runs, and reports skipped without a GPU):"
 (cd "$build" && ctest -N -L gpu 2>&1) | grep 'Test *#' | tee -a "$log"
 
+# --- NVML through a real driver (docs/topology.md) ----------------------------------------------------------
+# basp-topo (built without hwloc here: GPUs and NVLinks from NVML alone) must list the GPUs nvidia-smi lists, at the
+# same PCI addresses: the struct layouts of the NVML path had only met a stand-in library before.
+say ""
+say "## basp-topo --no-mpi (NVML)"
+nvml_result="not built"
+if [[ -x "$build/src/tools/basp-topo" ]]; then
+  "$build/src/tools/basp-topo" --no-mpi >"$out/basp_topo.txt" 2>&1
+  topo_rc=$?
+  tee -a "$log" <"$out/basp_topo.txt"
+  # "00000000:19:00.0" and "0000:19:00.0" alike: the bus, device and function, lower case.
+  bdf() { grep -oiE '[0-9a-f]+:[0-9a-f]+\.[0-9a-f]$' | tr 'A-F' 'a-f' | sed 's/^0*\([0-9a-f]\{2\}\)/\1/' | sort; }
+  smi_ids=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | bdf | paste -sd' ' -)
+  topo_ids=$(grep -E '^GPU[0-9]+: ' "$out/basp_topo.txt" | awk '{print $2}' | bdf | paste -sd' ' -)
+  topo_count=$(grep -oE '^GPUs: [0-9]+' "$out/basp_topo.txt" | grep -oE '[0-9]+$')
+  smi_count=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | grep -c .)
+  nvlink=$(grep -E '^NVLink: ' "$out/basp_topo.txt" | sed 's/^NVLink: //' | cut -c1-60)
+  if [[ $topo_rc == 0 && -n "$smi_ids" && "$topo_ids" == "$smi_ids" && "$topo_count" == "$smi_count" ]]; then
+    nvml_result="PASSED ($topo_count GPU(s) at $topo_ids, as nvidia-smi; NVLink: $nvlink)"
+  else
+    nvml_result="FAILED (exit $topo_rc; basp-topo: ${topo_count:-?} GPU(s) at '${topo_ids}'; nvidia-smi: $smi_count at '${smi_ids}')"
+  fi
+  say "$nvml_result"
+fi
+result[nvml_topology]=$nvml_result
+
 # --- bandwidth ---------------------------------------------------------------------------------------------
 say ""
 say "## basp_pack_bandwidth -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8"
@@ -178,6 +205,7 @@ done
   printf '| %-46s | %s\n' "NCCL batch plans (tag check, 1 rank, threads)" \
     "${result[test_gpu_nccl_batch]}$(grep -o 'part 3 skipped' "$out/test_gpu_nccl_batch.log" 2>/dev/null | sed 's/^/; /')"
   printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
+  printf '| %-46s | %s\n' "NVML topology (basp-topo vs nvidia-smi)" "$nvml_result"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   printf '| %-46s | %s\n' "pointer-kind check, with a driver" "$check_cost"
   grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |

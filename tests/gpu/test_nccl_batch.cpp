@@ -6,7 +6,8 @@
 //      summing unpack's too);
 //   2. one GPU through the C ABI: a one-rank NCCL comm made for batch plans only (micro_batch 0, batch_capacity),
 //      basp_comm_plan_batch and basp_batch_plan_create (K = 1, the local path) bit-exact on THD data, a batch over
-//      the capacity refused naming it, calibration refused on one rank, no asynchronous error;
+//      the capacity refused naming it, calibration refused on one rank, no asynchronous error; the batch gather
+//      bit-exact, and the scatter + gather captured in a CUDA graph and replayed twice on new inputs;
 //   3. two to eight GPUs of one machine, one thread per GPU as one rank each (as test_gpu_nccl_threads): a new
 //      membership every step on the same comm (the world as one group, then {1, N-1}, {2, N-2}, ..., ranks in
 //      reverse order, groups of one), BSHD bf16 scatter and gather bit-exact on coordinate data; then one rank given
@@ -293,9 +294,70 @@ void one_rank(basp::test::Tally& tally) {
     for (int t = 0; t < 2; ++t) {
       tally.check(basp::test::first_difference(out[t].download(), host[t]) < 0, "K = 1 batch scatter: bit-exact");
     }
-    TEST_CUDA(cudaStreamDestroy(stream));
     tally.check(basp_plan_query(plan, &info) == BASP_SUCCESS && info.last_path == BASP_PATH_LOCAL,
                 "the scatter took the local path");
+    // The gather back, into poisoned buffers.
+    std::vector<DeviceBytes> back;
+    void* back_ptr[2] = {};
+    const void* head_ptr[2] = {};
+    for (int t = 0; t < 2; ++t) {
+      back.emplace_back(info.seq_sharded_elems[t] * 2);
+      back.back().fill(kPoison);
+      back_ptr[t] = back.back().data();
+      head_ptr[t] = out[t].data();
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+    tally.check(basp_gather(plan, head_ptr, back_ptr, stream) == BASP_SUCCESS,
+                (std::string("batch gather: ") + basp_last_error()).c_str());
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    for (int t = 0; t < 2; ++t) {
+      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "K = 1 batch gather: bit-exact");
+    }
+    // A batch scatter + gather captured in a CUDA graph (global capture mode, as PyTorch's CUDA graphs use), then
+    // replayed twice on new inputs into poisoned outputs: the execute enqueues only, asks nothing that breaks a
+    // capture, and the graph moves the new data.
+    for (int t = 0; t < 2; ++t) {
+      out[t].fill(kPoison);
+      back[t].fill(kPoison);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+    cudaGraph_t graph = nullptr;
+    TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const basp_status_t s1 = basp_scatter(plan, in_ptr, out_ptr, stream);
+    const basp_status_t s2 = basp_gather(plan, head_ptr, back_ptr, stream);
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (!tally.check(s1 == BASP_SUCCESS && s2 == BASP_SUCCESS && end == cudaSuccess && graph != nullptr,
+                     "batch scatter + gather captured in a graph")) {
+      std::printf("  capture: scatter %s, gather %s, end %s: %s\n", basp_status_string(s1), basp_status_string(s2),
+                  cudaGetErrorString(end), basp_last_error());
+    }
+    if (end == cudaSuccess && graph != nullptr) {
+      size_t nodes = 0;
+      TEST_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+      tally.check(nodes > 0, "the captured graph has nodes");
+      cudaGraphExec_t exec = nullptr;
+      TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 2; ++replay) {
+        for (int t = 0; t < 2; ++t) {
+          basp::test::fill_random_bytes(host[t], rng);
+          in[t].upload(host[t]);
+          out[t].fill(kPoison);
+          back[t].fill(kPoison);
+        }
+        TEST_CUDA(cudaDeviceSynchronize());
+        TEST_CUDA(cudaGraphLaunch(exec, stream));
+        TEST_CUDA(cudaStreamSynchronize(stream));
+        for (int t = 0; t < 2; ++t) {
+          tally.check(basp::test::first_difference(out[t].download(), host[t]) < 0,
+                      "graph replay: batch scatter bit-exact on new inputs");
+          tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0,
+                      "graph replay: batch gather bit-exact on new inputs");
+        }
+      }
+      TEST_CUDA(cudaGraphExecDestroy(exec));
+      TEST_CUDA(cudaGraphDestroy(graph));
+    }
+    TEST_CUDA(cudaStreamDestroy(stream));
     basp_plan_destroy(plan);
   }
   // Over the capacity: 97 tokens on one rank.
