@@ -46,6 +46,11 @@ struct RowCopyArgs {
   const uint32_t* skip = nullptr;
 };
 
+// Build-time knob (docs/gpu.md, "Tuning"): 1 gives the kernel's loads and stores the streaming (evict-first) hint.
+#ifndef BASP_COPY_STREAMING
+#define BASP_COPY_STREAMING 0
+#endif
+
 // A plain value of V bytes with V-byte alignment: the unit of one load and one store.
 template <int V>
 struct VecOf;
@@ -85,7 +90,9 @@ struct VecOf<1> {
 
 template <int V>
 BASP_HOST_DEVICE typename VecOf<V>::type load_vec(const unsigned char* p) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && BASP_COPY_STREAMING
+  return __ldcs(reinterpret_cast<const typename VecOf<V>::type*>(p));  // read once: evict first
+#elif defined(__CUDA_ARCH__)
   return *reinterpret_cast<const typename VecOf<V>::type*>(p);
 #else
   typename VecOf<V>::type v;
@@ -96,7 +103,9 @@ BASP_HOST_DEVICE typename VecOf<V>::type load_vec(const unsigned char* p) {
 
 template <int V>
 BASP_HOST_DEVICE void store_vec(unsigned char* p, const typename VecOf<V>::type& v) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && BASP_COPY_STREAMING
+  __stcs(reinterpret_cast<typename VecOf<V>::type*>(p), v);
+#elif defined(__CUDA_ARCH__)
   *reinterpret_cast<typename VecOf<V>::type*>(p) = v;
 #else
   std::memcpy(p, &v, V);

@@ -20,7 +20,12 @@
 namespace basp::layout {
 
 constexpr int32_t kCopyThreads = 256;
-constexpr int32_t kCopyUnroll = 4;
+// Vectors each lane loads before it stores them. A build-time knob (docs/gpu.md, "Tuning") so that variants can be
+// measured against each other with basp_pack_bandwidth; the host tiling and the kernel must see the same value.
+#ifndef BASP_COPY_UNROLL
+#define BASP_COPY_UNROLL 4
+#endif
+constexpr int32_t kCopyUnroll = BASP_COPY_UNROLL;
 constexpr int32_t kMaxLanesPerRow = 32;
 constexpr int32_t kMaxVecBytes = 16;
 

@@ -9,7 +9,18 @@
 namespace basp::layout::cuda {
 namespace {
 
-__global__ void __launch_bounds__(kCopyThreads) row_copy_kernel(const RowCopyArgs args) {
+// Build-time knob (docs/gpu.md, "Tuning"): the CTAs per SM the register allocation must allow (0: no bound, the
+// kernel as measured).
+#ifndef BASP_COPY_MIN_BLOCKS
+#define BASP_COPY_MIN_BLOCKS 0
+#endif
+#if BASP_COPY_MIN_BLOCKS > 0
+#define BASP_COPY_BOUNDS __launch_bounds__(kCopyThreads, BASP_COPY_MIN_BLOCKS)
+#else
+#define BASP_COPY_BOUNDS __launch_bounds__(kCopyThreads)
+#endif
+
+__global__ void BASP_COPY_BOUNDS row_copy_kernel(const RowCopyArgs args) {
   if (args.skip != nullptr && *args.skip != 0) return;
   for (int64_t tile = blockIdx.x; tile < args.num_tiles; tile += gridDim.x) {
     copy_tile(args, tile, static_cast<int32_t>(threadIdx.x));
