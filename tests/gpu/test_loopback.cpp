@@ -298,8 +298,9 @@ void nccl_several_ranks_one_gpu(basp::test::Tally& tally) {
   const int devices[2] = {0, 0};
   const ncclResult_t rc = ncclCommInitAll(comms, 2, devices);
   if (rc != ncclSuccess) {
-    std::printf("NCCL with 2 ranks on one GPU: REFUSED by NCCL: %s: %s\n", ncclGetErrorString(rc),
-                ncclGetLastError(nullptr));
+    const char* detail = ncclGetLastError(nullptr);
+    std::printf("NCCL with 2 ranks on one GPU: REFUSED by NCCL: %s%s%s\n", ncclGetErrorString(rc),
+                detail != nullptr && detail[0] != '\0' ? ": " : "", detail != nullptr ? detail : "");
     return;
   }
   std::printf("NCCL with 2 ranks on one GPU: accepted; running a K = 2 exchange through the C ABI\n");
