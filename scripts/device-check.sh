@@ -128,7 +128,7 @@ say ""
 say "## basp-topo --no-mpi (NVML)"
 nvml_result="not built"
 if [[ -x "$build/src/tools/basp-topo" ]]; then
-  "$build/src/tools/basp-topo" --no-mpi >"$out/basp_topo.txt" 2>&1
+  timeout 60 "$build/src/tools/basp-topo" --no-mpi >"$out/basp_topo.txt" 2>&1
   topo_rc=$?
   tee -a "$log" <"$out/basp_topo.txt"
   # "00000000:19:00.0" and "0000:19:00.0" alike: the bus, device and function, lower case.
@@ -165,7 +165,7 @@ check_cost="not built (no NCCL)"
 if [[ -x "$build/bench/basp_pointer_check_cost" ]]; then
   "$build/bench/basp_pointer_check_cost" 20000 2>&1 | tee "$out/pointer_check_cost.txt" | tee -a "$log"
   case ${PIPESTATUS[0]} in
-    0) check_cost=$(grep -o 'driver present): .*' "$out/pointer_check_cost.txt" | sed 's/driver present): //')
+    0) check_cost=$(grep -oE 'driver present\): -?[0-9.]+ us' "$out/pointer_check_cost.txt" | sed 's/driver present): //')
        check_cost="${check_cost:-?} per call of 6 pointers (0 when the pointers repeat)" ;;
     77) check_cost="SKIPPED (no device)" ;;
     *) check_cost="FAILED"; check_failed=1 ;;

@@ -307,8 +307,8 @@ void one_rank(basp::test::Tally& tally) {
       head_ptr[t] = out[t].data();
     }
     TEST_CUDA(cudaDeviceSynchronize());
-    tally.check(basp_gather(plan, head_ptr, back_ptr, stream) == BASP_SUCCESS,
-                (std::string("batch gather: ") + basp_last_error()).c_str());
+    const basp_status_t gathered = basp_gather(plan, head_ptr, back_ptr, stream);
+    tally.check(gathered == BASP_SUCCESS, (std::string("batch gather: ") + basp_last_error()).c_str());
     TEST_CUDA(cudaStreamSynchronize(stream));
     for (int t = 0; t < 2; ++t) {
       tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "K = 1 batch gather: bit-exact");

@@ -120,6 +120,8 @@ void run_plan(basp_comm_t comm, const basp_plan_desc_t& desc, int64_t elem, cuda
   // also an input is rejected first, for the overlap, naming outputs[1].
   std::vector<void*> bad_out = back_ptr;
   bad_out[0] = host_buffer.data();
+  for (auto& b : back) b.fill(kPoison);
+  TEST_CUDA(cudaDeviceSynchronize());
   const basp_status_t bad_gather = basp_gather(plan, head_ptr.data(), bad_out.data(), stream);
   if (!tally.check(bad_gather == BASP_ERROR_INVALID_ARGUMENT && contains(last(), "outputs[0]") &&
                        contains(last(), "host memory"),
@@ -130,6 +132,10 @@ void run_plan(basp_comm_t comm, const basp_plan_desc_t& desc, int64_t elem, cuda
   tally.check(basp::test::first_difference(x.out[0].download(),
                                            std::vector<std::byte>(host_buffer.size(), std::byte{kPoison})) < 0,
               "rejected scatter wrote nothing");
+  for (int32_t t = 1; t < info.num_tensors; ++t) {
+    const std::vector<std::byte> poisoned(static_cast<size_t>(back[t].bytes()), std::byte{kPoison});
+    tally.check(basp::test::first_difference(back[t].download(), poisoned) < 0, "rejected gather wrote nothing");
+  }
 
   // Capture scatter + gather in a graph, then replay it on new inputs.
   for (auto& b : back) b.fill(kPoison);
