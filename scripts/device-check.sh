@@ -20,6 +20,7 @@
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$repo/scripts/gpu-build.sh"
 build=${1:-$repo/build-device}
 out=${OUT:-$build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -33,37 +34,15 @@ device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,no
 say "# device: ${device:-unknown (nvidia-smi failed)}"
 say "# nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found')"
 say "# cmake: $(cmake --version 2>/dev/null | head -1)"
-arch=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')}
-arch=${arch:-80;90}
-
-# PyTorch's wheel: site-packages/nvidia/nccl/{include,lib} (with only libnccl.so.2).
-find_wheel_nccl() {
-  python3 - <<'PY' 2>/dev/null
-import glob, os, site, sys
-roots = []
-try:
-    roots += site.getsitepackages()
-except Exception:
-    pass
-roots += [p for p in sys.path if p]
-for root in roots:
-    for header in sorted(glob.glob(os.path.join(root, "nvidia", "**", "nccl.h"), recursive=True)):
-        if os.path.basename(os.path.dirname(header)) == "include":
-            print(os.path.dirname(os.path.dirname(header)))
-            sys.exit(0)
-PY
-}
-[[ -z "${NCCL_ROOT:-}" ]] && NCCL_ROOT=$(find_wheel_nccl)
+arch=$(gpu_arch)
+NCCL_ROOT=$(gpu_nccl_root)
 nccl_lib=$(ls "${NCCL_ROOT:-/nonexistent}"/lib/libnccl.so* 2>/dev/null | head -1)
 say "# NCCL_ROOT: ${NCCL_ROOT:-none, so the NCCL of the CUDA toolkit if any} ${nccl_lib:+($nccl_lib)}"
 
 # --- build -------------------------------------------------------------------------------------------------
-cmake_args=(-S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBASP_GPU_CHECKS_ONLY=ON
-            -DBASP_ENABLE_CUDA=ON -DBASP_ENABLE_MPI=OFF -DBASP_ENABLE_HWLOC=OFF -DBASP_BUILD_TESTS=ON
-            -DBASP_BUILD_BENCH=ON -DBASP_BUILD_EXAMPLES=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
-[[ -n "${NCCL_ROOT:-}" ]] && cmake_args+=("-DNCCL_ROOT=$NCCL_ROOT")
+gpu_cmake_args "$repo" "$build" "$arch"
 build_status=FAILED
-if cmake "${cmake_args[@]}" >>"$log" 2>&1 && cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
+if cmake "${GPU_CMAKE_ARGS[@]}" >>"$log" 2>&1 && cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
   build_status=ok
 fi
 say "# build (Release, sm_$arch): $build_status"
@@ -149,10 +128,10 @@ result[nvml_topology]=$nvml_result
 
 # --- bandwidth ---------------------------------------------------------------------------------------------
 say ""
-say "## basp_pack_bandwidth -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8"
+say "## basp_pack_bandwidth ${PACK_BANDWIDTH_ARGS[*]}"
 bench_rc=1
 if [[ -x "$build/bench/basp_pack_bandwidth" ]]; then
-  "$build/bench/basp_pack_bandwidth" -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8 -J "$out/pack_bandwidth.json" 2>&1 |
+  "$build/bench/basp_pack_bandwidth" "${PACK_BANDWIDTH_ARGS[@]}" -J "$out/pack_bandwidth.json" 2>&1 |
     tee "$out/pack_bandwidth.txt" | tee -a "$log"
   bench_rc=${PIPESTATUS[0]}
 fi
@@ -208,7 +187,7 @@ done
   printf '| %-46s | %s\n' "NVML topology (basp-topo vs nvidia-smi)" "$nvml_result"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   printf '| %-46s | %s\n' "pointer-kind check, with a driver" "$check_cost"
-  grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$out/pack_bandwidth.txt" 2>/dev/null |
+  pack_bandwidth_rows "$out/pack_bandwidth.txt" |
     awk '{ key = $1 " " $2 " K=" $3; if (!(key in worst) || $8 + 0 < worst[key] + 0) { worst[key] = $8; op[key] = $4 } }
          END { for (k in worst) printf "|   %-44s | lowest %s (%s)\n", k, worst[k], op[k] }' | sort -n -k2
   echo "overall: $([[ $fail == 0 ]] && echo PASSED || echo FAILED)   (logs: $out)"

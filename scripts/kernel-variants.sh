@@ -9,17 +9,17 @@
 #      and pass, the lowest and the mean % of cudaMemcpyAsync, over all rows and per size.
 #
 #   scripts/kernel-variants.sh [build-root]          (default: build-variants)
-# Environment: VARIANTS ("name=flags;name=flags..."; default below), NCCL_ROOT, CUDA_ARCH, JOBS, OUT (logs and
-# JSON; default: the build root). Exit status: 0 when every variant built, passed its tests and was timed.
+# Environment: VARIANTS ("name=flags;name=flags..."; default below), NCCL_ROOT and CUDA_ARCH (as device-check.sh:
+# scripts/gpu-build.sh), JOBS, OUT (logs and JSON; default: the build root). Exit status: 0 when every variant built, passed its tests and was timed.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$repo/scripts/gpu-build.sh"
 root=${1:-$repo/build-variants}
 out=${OUT:-$root}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 mkdir -p "$root" "$out"
-arch=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')}
-arch=${arch:-90}
+arch=$(gpu_arch)
 
 # The defaults (v0) and the knobs of src/layout/row_tiles.h, row_copy.h and cuda/pack_kernels.cu: vectors in flight
 # per lane, the CTAs per SM the registers must allow, the streaming cache hint.
@@ -41,14 +41,11 @@ per_build=$(( jobs / ${#names[@]} ))
 (( per_build < 1 )) && per_build=1
 
 build_one() {
-  local name=$1 dir=$root/$1
-  local args=(-S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBASP_GPU_CHECKS_ONLY=ON -DBASP_ENABLE_CUDA=ON
-              -DBASP_ENABLE_MPI=OFF -DBASP_ENABLE_HWLOC=OFF -DBASP_BUILD_TESTS=ON -DBASP_BUILD_BENCH=ON
-              -DBASP_BUILD_EXAMPLES=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch" "-DCMAKE_CXX_FLAGS=${flags[$name]}"
-              "-DCMAKE_CUDA_FLAGS=${flags[$name]} -Xptxas=-v")
-  [[ -n "${NCCL_ROOT:-}" ]] && args+=("-DNCCL_ROOT=$NCCL_ROOT")
-  cmake "${args[@]}" >"$out/build_$name.log" 2>&1 &&
-    cmake --build "$dir" -j "$per_build" --target basp_pack_bandwidth test_gpu_pack_kernels test_gpu_loopback \
+  local name=$1
+  gpu_cmake_args "$repo" "$root/$name" "$arch"
+  cmake "${GPU_CMAKE_ARGS[@]}" "-DCMAKE_CXX_FLAGS=${flags[$name]}" "-DCMAKE_CUDA_FLAGS=${flags[$name]} -Xptxas=-v" \
+    >"$out/build_$name.log" 2>&1 &&
+    cmake --build "$root/$name" -j "$per_build" --target basp_pack_bandwidth test_gpu_pack_kernels test_gpu_loopback \
       >>"$out/build_$name.log" 2>&1
 }
 
@@ -86,7 +83,7 @@ done
 
 # --- bandwidth, two alternating passes ---------------------------------------------------------------------
 summary() {
-  grep -E '^ +[0-9]+ +(BSHD|SBHD)' "$1" |
+  pack_bandwidth_rows "$1" |
     awk '{ p = $8 + 0; if (n == 0 || p < lo) lo = p; s += p; n++
            if ($1 < 512 * 1048576) { s1 += p; n1++ } else { s2 += p; n2++ } }
          END { if (n == 0) { print "no rows"; exit }
@@ -98,7 +95,7 @@ for pass in 1 2; do
   for name in "${names[@]}"; do
     [[ "${status[$name]}" == built ]] || continue
     res=$out/pack_bandwidth_${name}_$pass
-    "$root/$name/bench/basp_pack_bandwidth" -b 256M -e 1G -f 4 -n 20 -w 5 -k 2,8 -J "$res.json" >"$res.txt" 2>&1
+    "$root/$name/bench/basp_pack_bandwidth" "${PACK_BANDWIDTH_ARGS[@]}" -J "$res.json" >"$res.txt" 2>&1
     rc=$?
     if [[ $rc == 0 ]]; then table[$name,$pass]=$(summary "$res.txt"); else table[$name,$pass]="FAILED (exit $rc)"; fi
   done
