@@ -108,18 +108,28 @@ Result run(const Options& o, int64_t batch, int32_t num_groups) {
   cfg.num_groups = num_groups;
   basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
   const basp::RankInfo me = comm.query(o.seq_len);
+  // qkv() sets query_heads[1] = query_heads[2] = Hq: K and V follow the split of the query heads they serve, so
+  // each rank gets the KV heads its query heads read (also where K does not divide Hkv).
   basp::Plan qkv(comm, basp::PlanDesc::qkv(o.layout, BASP_DTYPE_BF16, o.seq_len, o.head_dim, o.heads, o.kv_heads));
   basp::Plan out(comm, basp::PlanDesc::make(o.layout, BASP_DTYPE_BF16, o.seq_len, o.head_dim, {o.heads}));
-  const int64_t b_loc = me.num_sequences, s_loc = me.token_end - me.token_begin, K = me.group_size;
+  const int64_t b_loc = me.num_sequences, s_loc = me.token_end - me.token_begin;
+  const int32_t K = me.group_size;
   const int64_t D = o.head_dim;
   const int64_t heads[3] = {o.heads, o.kv_heads, o.kv_heads};
+  // The heads this rank holds after the scatter: its share [a, b) of the query heads, and of K and V the KV heads
+  // those read, [a / ratio, (b - 1) / ratio] with ratio = Hq / Hkv (none when a == b).
+  const auto [qa, qb] = basp::split(o.heads, K, me.group_position);
+  const int64_t ratio = o.heads / o.kv_heads;
+  const int64_t kv_begin = qa == qb ? 0 : qa / ratio, kv_end = qa == qb ? 0 : (qb - 1) / ratio + 1;
+  const int64_t head_begin[3] = {qa, kv_begin, kv_begin};
+  const int64_t head_count[3] = {qb - qa, kv_end - kv_begin, kv_end - kv_begin};
 
   // Sequence-sharded Q, K, V filled from global coordinates; head-sharded buffers poisoned.
   std::vector<std::vector<uint16_t>> seq(3), head(3);
   for (int t = 0; t < 3; ++t) {
     const int64_t H = heads[t];
     seq[t].resize(static_cast<size_t>(b_loc * s_loc * H * D));
-    head[t].assign(seq[t].size(), 0xFFFF);
+    head[t].assign(static_cast<size_t>(b_loc * o.seq_len * head_count[t] * D), 0xFFFF);
     for (int64_t b = 0; b < b_loc; ++b)
       for (int64_t s = 0; s < s_loc; ++s)
         for (int64_t h = 0; h < H; ++h) {
@@ -139,14 +149,14 @@ Result run(const Options& o, int64_t batch, int32_t num_groups) {
   out.gather(attn, back);
   bool ok = attn_back == seq[0];
   for (int t = 0; t < 3 && ok; ++t) {
-    const int64_t hk = heads[t] / K;
+    const int64_t hk = head_count[t];
     for (int64_t b = 0; b < b_loc && ok; ++b)
       for (int64_t s = 0; s < o.seq_len && ok; ++s)
         for (int64_t h = 0; h < hk && ok; ++h) {
           const int64_t row = o.layout == BASP_LAYOUT_BSHD ? (b * o.seq_len + s) : (s * b_loc + b);
           const uint16_t* p = &head[t][static_cast<size_t>((row * hk + h) * D)];
           for (int64_t d = 0; d < D; ++d)
-            if (p[d] != value_at(t, me.first_sequence + b, s, me.group_position * hk + h, d)) ok = false;
+            if (p[d] != value_at(t, me.first_sequence + b, s, head_begin[t] + h, d)) ok = false;
         }
   }
   int all_ok = ok ? 1 : 0;

@@ -60,10 +60,13 @@ struct PlanDesc : basp_plan_desc_v1 {
     return d;
   }
 
-  // Q, K and V in one exchange.
+  // Q, K and V in one exchange: K and V serve the q_heads query heads (query_heads[1] = query_heads[2] = q_heads),
+  // so each position gets the KV heads its query heads read (grouped-query attention, basp_plan_desc_t).
   static PlanDesc qkv(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t head_dim, int64_t q_heads,
                       int64_t kv_heads) {
-    return make(layout, dtype, seq_len, head_dim, {q_heads, kv_heads, kv_heads});
+    PlanDesc d = make(layout, dtype, seq_len, head_dim, {q_heads, kv_heads, kv_heads});
+    d.query_heads[1] = d.query_heads[2] = q_heads;
+    return d;
   }
 };
 
