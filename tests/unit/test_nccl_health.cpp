@@ -263,3 +263,40 @@ TEST_CASE("a watchdog thread polling while another thread aborts", "[nccl]") {
   REQUIRE(basp_comm_destroy(comm) == BASP_SUCCESS);
   CHECK(fake.destroys == 0);
 }
+
+// The deadline of NCCL exchanges (transport/nccl/exchange_watch.h): what it concludes from the last exchange's
+// event and age. A hung exchange is overdue only past the timeout, never with timeout 0, never once it ended.
+TEST_CASE("the exchange watch: idle, running, ended, failed, overdue", "[nccl][timeout]") {
+  using basp::transport::nccl::watch_verdict;
+  using V = basp::transport::nccl::WatchVerdict;
+  CHECK(watch_verdict(false, cudaErrorNotReady, 1000000, 10) == V::kIdle);
+  CHECK(watch_verdict(true, cudaSuccess, 1000000, 10) == V::kEnded);
+  CHECK(watch_verdict(true, cudaErrorNotReady, 10, 10) == V::kRunning);
+  CHECK(watch_verdict(true, cudaErrorNotReady, 11, 10) == V::kOverdue);
+  CHECK(watch_verdict(true, cudaErrorNotReady, 1000000, 0) == V::kRunning);  // timeout 0: wait for ever
+  CHECK(watch_verdict(true, cudaErrorLaunchFailure, 0, 10) == V::kFailed);
+}
+
+// BASP_CHECK_EXCHANGES: 0 or 1, anything else refused naming the variable and the value; the old name still works.
+TEST_CASE("BASP_CHECK_EXCHANGES: 0 or 1, else INVALID_ARGUMENT naming it", "[nccl][env]") {
+  using basp::transport::nccl::check_exchanges_from_env;
+  unsetenv("BASP_CHECK_EXCHANGES");
+  unsetenv("BASP_CHECK_TOKENS");
+  CHECK_FALSE(check_exchanges_from_env());
+  setenv("BASP_CHECK_EXCHANGES", "1", 1);
+  CHECK(check_exchanges_from_env());
+  setenv("BASP_CHECK_EXCHANGES", "0", 1);
+  CHECK_FALSE(check_exchanges_from_env());
+  setenv("BASP_CHECK_EXCHANGES", "yes", 1);
+  try {
+    check_exchanges_from_env();
+    FAIL("BASP_CHECK_EXCHANGES=yes was accepted");
+  } catch (const basp::detail::Error& e) {
+    CHECK(e.status() == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(e.what(), Catch::Contains("BASP_CHECK_EXCHANGES (yes)") && Catch::Contains("0 or 1"));
+  }
+  unsetenv("BASP_CHECK_EXCHANGES");
+  setenv("BASP_CHECK_TOKENS", "1", 1);  // the name before 0.6
+  CHECK(check_exchanges_from_env());
+  unsetenv("BASP_CHECK_TOKENS");
+}

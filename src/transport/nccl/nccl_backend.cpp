@@ -1,7 +1,9 @@
 #include "transport/nccl/nccl_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,14 +17,27 @@ namespace basp::transport::nccl {
 NcclGroupTransport::NcclGroupTransport(std::shared_ptr<GroupComm> comm, const GroupSpec& spec)
     : comm_(comm), spec_(spec), bootstrap_(comm, spec.members, spec.where, spec.position) {}
 
+bool check_exchanges_from_env() {
+  const char* value = std::getenv("BASP_CHECK_EXCHANGES");
+  if (value == nullptr || std::strcmp(value, "0") == 0 || value[0] == '\0') {
+    const char* old = std::getenv("BASP_CHECK_TOKENS");
+    return old != nullptr && std::strcmp(old, "1") == 0;
+  }
+  BASP_CHECK_ARG(std::strcmp(value, "1") == 0, "BASP_CHECK_EXCHANGES (", value, ") must be 0 or 1");
+  return true;
+}
+
 std::unique_ptr<PlanExecutor> NcclGroupTransport::make_executor(const plan::ExchangePlan& plan,
                                                                 const PlanContext& context) {
-  (void)context;  // NCCL executes only enqueue: no control messages to tag
   ExecutorOptions options;
-  const char* check = std::getenv("BASP_CHECK_TOKENS");
-  options.check_tokens = check != nullptr && std::strcmp(check, "1") == 0;
+  options.check_exchanges = check_exchanges_from_env();
+  options.plan_id = context.plan_id;
   options.where = spec_.where;
   options.timeout_ms = spec_.timeout_ms;
+  if (plan.group_size > 1) {
+    if (!watch_) watch_ = std::make_shared<ExchangeWatch>(comm_, spec_.timeout_ms);
+    options.watch = watch_;
+  }
   return nccl::make_executor(comm_, plan, options);
 }
 
@@ -59,7 +74,12 @@ void NcclGroupTransport::set_world(std::shared_ptr<GroupComm> world, const Group
 
 basp_status_t NcclGroupTransport::async_error(std::string& message) {
   const basp_status_t group = comm_->async_error(message);
-  if (group != BASP_SUCCESS || !batch_) return group;
+  if (group != BASP_SUCCESS) return group;
+  if (watch_) {
+    const basp_status_t overdue = watch_->check(message);
+    if (overdue != BASP_SUCCESS) return overdue;
+  }
+  if (!batch_) return BASP_SUCCESS;
   return batch_->async_error(message);
 }
 
@@ -106,19 +126,45 @@ class SplitConnector final : public Connector {
   topology::RankLocality locality() override { return local_gpu_locality(parent_.device()); }
   std::unique_ptr<GroupTransport> connect(const GroupSpec& spec, const detail::Deadline& deadline) override {
     DeviceScope scope(parent_.device());
-    ncclComm_t group = nullptr;
-    BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), spec.index, spec.position, &group, nullptr));
-    BASP_CHECK(group != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", spec.index, ") returned no communicator");
+    ncclComm_t group = split(spec.index, spec.position, deadline);
     auto transport = connected(group, parent_.device(), spec, deadline);
     if (spec.batch_capacity <= 0) return transport;
     // One color for every rank, keyed by world rank: a private duplicate of the parent.
-    ncclComm_t world = nullptr;
-    BASP_NCCL_CHECK(ncclCommSplit(parent_.parent(), 0, spec.world_rank, &world, nullptr));
-    BASP_CHECK(world != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color 0) returned no world communicator");
+    ncclComm_t world = split(0, spec.world_rank, deadline);
     return with_world(std::move(transport), world, parent_.device(), spec, deadline);
   }
 
  private:
+  // ncclCommSplit into a blocking communicator, whatever the parent's mode. A non-blocking parent (ncclConfig_t
+  // blocking = 0, as PyTorch makes with TORCH_NCCL_USE_COMM_NONBLOCKING) may return ncclInProgress: the child is
+  // then polled with ncclCommGetAsyncError until it is ready, up to the deadline (then aborted: TIMEOUT).
+  ncclComm_t split(int color, int key, const detail::Deadline& deadline) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    ncclComm_t child = nullptr;
+    ncclResult_t rc = ncclCommSplit(parent_.parent(), color, key, &child, &config);
+    while (rc == ncclInProgress && child != nullptr) {
+      ncclResult_t state = ncclInProgress;
+      rc = ncclCommGetAsyncError(child, &state);
+      if (rc == ncclSuccess) rc = state;
+      if (rc != ncclInProgress) break;
+      if (deadline.expired()) {
+        ncclCommAbort(child);
+        detail::fail(BASP_ERROR_TIMEOUT, "ncclCommSplit(color ", color,
+                     ") of a non-blocking parent communicator was "
+                     "not ready after ",
+                     deadline.timeout_ms(), " ms: a rank of the parent is not splitting it");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (rc != ncclSuccess) {
+      if (child != nullptr) ncclCommAbort(child);
+      detail::fail(BASP_ERROR_NCCL, "ncclCommSplit(color ", color, ") failed: ", error_string(rc));
+    }
+    BASP_CHECK(child != nullptr, BASP_ERROR_INTERNAL, "ncclCommSplit(color ", color, ") returned no communicator");
+    return child;
+  }
+
   NcclBootstrap& parent_;
 };
 

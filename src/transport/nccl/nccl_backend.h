@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "transport/bootstrap.h"
+#include "transport/nccl/exchange_watch.h"
 #include "transport/nccl/nccl_batch.h"
 #include "transport/nccl/nccl_bootstrap.h"
 #include "transport/nccl/nccl_group_comm.h"
@@ -40,10 +41,17 @@ class NcclGroupTransport final : public GroupTransport {
 
  private:
   std::shared_ptr<GroupComm> comm_;
+  // The deadline of the group communicator's exchanges (exchange_watch.h), made with the first plan that can hang
+  // (it takes a CUDA event) and shared by every plan of the group.
+  std::shared_ptr<ExchangeWatch> watch_;
   GroupSpec spec_;
   NcclBootstrap bootstrap_;
   std::unique_ptr<NcclBatchTransport> batch_;
 };
+
+// BASP_CHECK_EXCHANGES (nccl_executor.h), read at plan creation: unset or "0" off, "1" on; any other value is
+// INVALID_ARGUMENT naming it. BASP_CHECK_TOKENS=1, its name before 0.6, also turns it on.
+bool check_exchanges_from_env();
 
 // Collective over `comm` (`size` ranks, this one at `position`): the warm-up described above, which makes every
 // peer connection of the communicator while every rank is known to be inside comm creation.

@@ -4,7 +4,7 @@
 //   - a device workspace pool, grown at batch plan creation, never at execute;
 //   - the order of batch executes on the device (each waits for the previous one's end: one pool serves them all),
 //     and what the tags of an exchange found (a peer on another batch plan: MISMATCH) or an exchange that has not
-//     ended within the comm's timeout (TIMEOUT naming its group).
+//     ended within the comm's timeout (TIMEOUT naming its group, the world communicator aborted: exchange_watch.h).
 // An execute only enqueues, as every NCCL execute: a mismatch is found on the device, where the tag check keeps
 // the unpacks from writing anything, and is reported by the next batch execute of the comm and by
 // basp_comm_get_async_error.
@@ -14,7 +14,6 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,6 +22,7 @@
 
 #include "basp/basp.h"
 #include "layout/cuda/pack_kernels.h"
+#include "transport/nccl/exchange_watch.h"
 #include "transport/nccl/nccl_bootstrap.h"
 #include "transport/nccl/nccl_group_comm.h"
 #include "transport/nccl/nccl_util.h"
@@ -33,14 +33,15 @@ namespace basp::transport::nccl {
 // One batch plan's group, for the messages of the shared state (made at plan creation, never at execute).
 struct BatchGroupInfo {
   int64_t batch_id = 0;
-  std::string where;             // "batch group 2 (world ranks 4..6)"
-  std::vector<int32_t> members;  // world ranks by position
+  std::string where;                                        // "batch group 2 (world ranks 4..6)"
+  std::vector<int32_t> members;                             // world ranks by position
+  std::shared_ptr<const ExchangeWatch::Exchange> exchange;  // what a TIMEOUT says of its exchanges
 };
 
 // The state the comm's batch executors share. Thread-safe; executes themselves are serialised (checked).
 class BatchShared {
  public:
-  // `world`: the communicator the comm's batch exchanges run on (marked errored, or aborted, when one hangs).
+  // `world`: the communicator the comm's batch exchanges run on (aborted when one hangs: exchange_watch.h).
   BatchShared(std::shared_ptr<GroupComm> world, int64_t timeout_ms);
   // Waits for the last exchange to end (up to the timeout; past it the world communicator is aborted, so that the
   // hung exchange ends; with timeout 0, as long as it takes) before the pool and the report are released.
@@ -72,23 +73,19 @@ class BatchShared {
   basp_status_t check(std::string& message);
 
  private:
-  basp_status_t check_locked(std::string& message, bool query_event);
+  basp_status_t check_report(std::string& message);
 
-  std::shared_ptr<GroupComm> world_;
   int device_;
-  int64_t timeout_ms_;
   mutable std::mutex mutex_;
   std::vector<DeviceBuffer> buffers_;  // the newest last
   layout::cuda::TagReport* report_host_ = nullptr;
   layout::cuda::TagReport* report_device_ = nullptr;
-  cudaEvent_t done_ = nullptr;  // the end of the last exchange recorded by after()
-  bool pending_ = false;
-  std::chrono::steady_clock::time_point since_;
   // The groups of the last few exchanges, to name the one a late report comes from (a report is read by the
   // next execute, so it belongs to one of the last two).
   std::array<std::shared_ptr<const BatchGroupInfo>, 4> recent_;
   size_t next_recent_ = 0;
   std::atomic<bool> busy_{false};
+  std::unique_ptr<ExchangeWatch> watch_;  // the end and the deadline of the last exchange
 };
 
 class NcclBatchTransport final : public BatchTransport {

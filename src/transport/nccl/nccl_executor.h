@@ -17,14 +17,21 @@
 
 namespace basp::transport::nccl {
 
+class ExchangeWatch;
+
 struct ExecutorOptions {
   // K = 1: the local path instead of pack -> ncclAlltoAll -> unpack. The tests turn it off to drive the whole
   // exchange path through NCCL on a single GPU.
   bool local_copy_when_alone = true;
-  // BASP_CHECK_TOKENS=1 at plan creation: a host-side agreement on each THD execute's token count (debugging).
-  bool check_tokens = false;
-  std::string where;  // the group, for messages
+  // BASP_CHECK_EXCHANGES=1 at plan creation (debugging): before moving data, every execute of the group agrees on
+  // plan, operation, token count and document boundaries in a host-side all-gather; a disagreement is MISMATCH
+  // naming both sides. Not while the stream is captured.
+  bool check_exchanges = false;
+  int64_t plan_id = 0;  // creation order in the comm (PlanContext), for the check and messages
+  std::string where;    // the group, for messages
   int64_t timeout_ms = BASP_DEFAULT_TIMEOUT_MS;
+  // The deadline of the group communicator's exchanges (exchange_watch.h), shared by its plans; none: no deadline.
+  std::shared_ptr<ExchangeWatch> watch;
 };
 
 std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan,
