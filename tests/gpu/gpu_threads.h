@@ -1,9 +1,14 @@
-// Helpers of the GPU tests that run one thread per GPU as one rank each (test_gpu_nccl_threads,
-// test_gpu_nccl_batch): the failures of all threads, a barrier where the ranks meet, and one rank's tensors of an
-// exchange check.
+// Helpers of the GPU tests whose ranks are threads of one process, one per GPU (test_gpu_nccl_threads,
+// test_gpu_nccl_batch), or, built with BASP_TEST_PROCESSES=1, MPI processes, any number per GPU
+// (test_gpu_nccl_procs, test_gpu_nccl_batch_procs: one GPU runs several ranks when every process has its own
+// NCCL_HOSTID, which scripts/gpu-rank-env sets): the failures of all ranks, a barrier where the ranks meet, the
+// ranks' parent NCCL communicator, and one rank's tensors of an exchange check. The same rank_main runs in both.
 #pragma once
 
 #include <nccl.h>
+#if BASP_TEST_PROCESSES
+#include <mpi.h>
+#endif
 
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +40,20 @@ struct Failures {
   }
 };
 
+#if BASP_TEST_PROCESSES
+// The ranks are MPI processes: they meet in MPI_COMM_WORLD.
+class Barrier {
+ public:
+  explicit Barrier(int) {}
+  void wait() { MPI_Barrier(MPI_COMM_WORLD); }
+  bool all(bool mine) {
+    int in = mine ? 1 : 0;
+    int out = 0;
+    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return out != 0;
+  }
+};
+#else
 // All ranks meet here: allocations and uploads of every rank finish before any exchange starts, and every
 // exchange has finished before any rank frees memory (cudaMalloc/cudaFree on one thread while an NCCL kernel
 // waits for it on another can deadlock a single process).
@@ -79,6 +98,19 @@ class Barrier {
   bool last_all_ = true;
 };
 
+#endif  // BASP_TEST_PROCESSES
+
+// The CUDA device of rank l: its own GPU with threads; with processes, the GPUs in turn (several ranks a GPU).
+inline int device_of(int l) {
+#if BASP_TEST_PROCESSES
+  int devices = 1;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) devices = 1;
+  return l % devices;
+#else
+  return l;
+#endif
+}
+
 // One rank's tensors of a scatter-then-gather check, one per geometry: `seq` its sequence-sharded input (the
 // coordinate data of `seed` at `position`: seq_input), `head` and `back` the scatter's and the gather's outputs,
 // poisoned. Filled on the legacy stream and synchronised, so a non-blocking stream may use them at once.
@@ -101,6 +133,61 @@ inline ExchangeTensors exchange_tensors(uint64_t seed, const std::vector<layout:
   return x;
 }
 
+#if BASP_TEST_PROCESSES
+// Runs rank_main(l, n, parent, failures, barrier) on this process, rank l of the n of MPI_COMM_WORLD, with a parent
+// NCCL communicator of all of them (ncclCommInitRank, the unique id broadcast over MPI) on device_of(l); then
+// releases the parent (destroyed, or aborted after a failure anywhere) and adds up every rank's checks and failures
+// into `failures` on every rank. False when the parent could not be made on some rank.
+template <typename RankMain>
+bool run_ranks(int /*n: MPI's*/, RankMain rank_main, Failures& failures) {
+  int l = 0;
+  int n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &l);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  TEST_CUDA(cudaSetDevice(device_of(l)));
+  ncclUniqueId id{};
+  if (l == 0 && ncclGetUniqueId(&id) != ncclSuccess) std::printf("FAILED: ncclGetUniqueId\n");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t parent = nullptr;
+  const ncclResult_t rc = ncclCommInitRank(&parent, n, id, l);
+  if (rc != ncclSuccess)
+    std::printf("FAILED: rank %d: ncclCommInitRank of %d ranks: %s\n", l, n, ncclGetErrorString(rc));
+  Barrier barrier(n);
+  if (!barrier.all(rc == ncclSuccess)) {
+    if (parent != nullptr) ncclCommAbort(parent);
+    return false;
+  }
+  rank_main(l, n, parent, failures, barrier);
+  const bool clean = barrier.all(failures.failed == 0);
+  if (clean) {
+    ncclCommDestroy(parent);
+  } else {
+    ncclCommAbort(parent);
+  }
+  int64_t mine[2] = {failures.checks, failures.failed};
+  int64_t sum[2] = {0, 0};
+  MPI_Allreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  failures.checks = sum[0];
+  failures.failed = sum[1];
+  return true;
+}
+
+// Rank 0 speaks for all; every rank returns the same code (mpirun reports the first non-zero one).
+inline int world_rank() {
+  int l = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &l);
+  return l;
+}
+
+// Whether every rank has a CUDA device (a rank without one prints why); the same answer on every rank.
+inline bool every_rank_has_device(const char* program) {
+  const bool mine = have_device(program);
+  int in = mine ? 1 : 0;
+  int out = 0;
+  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return out != 0;
+}
+#else
 // Runs rank_main(l, n, parent_l, failures, barrier) on one thread per GPU 0..n-1, each rank l with its own parent
 // communicator from ncclCommInitAll, and releases the parents after: destroyed, or aborted after a failure (a
 // collective may still be enqueued on them, and destroy would wait for it). False when ncclCommInitAll failed.
@@ -129,5 +216,7 @@ bool run_ranks(int n, RankMain rank_main, Failures& failures) {
   }
   return true;
 }
+
+#endif  // BASP_TEST_PROCESSES
 
 }  // namespace basp::test

@@ -14,7 +14,9 @@
 //      another description, and on a second comm one rank gathering while the others scatter: nothing written,
 //      MISMATCH from every rank's next execute and from the comm. A rank whose exchange does not end within two
 //      minutes fails and aborts the comm (no hang).
-//      Skipped with fewer than two GPUs (NCCL refuses two ranks on one GPU).
+//      Skipped with fewer than two GPUs (NCCL refuses two ranks of one process on one GPU).
+// Built with BASP_TEST_PROCESSES=1 it is test_gpu_nccl_batch_procs: part 3 alone, one MPI process per rank, any
+// number of ranks per GPU (under `mpirun -np N scripts/gpu-rank-env`: its own NCCL_HOSTID per process).
 #include <nccl.h>
 
 #include <algorithm>
@@ -53,7 +55,7 @@ bool contains(const char* text, const char* part) { return std::strstr(text, par
 // ---------------------------------------------------------------------------------------------------------------
 // 1. The tag check and the guarded unpacks.
 
-void tag_kernels(basp::test::Tally& tally) {
+[[maybe_unused]] void tag_kernels(basp::test::Tally& tally) {
   constexpr int32_t k = 4;
   constexpr int32_t self = 1;
   const ExchangeTag expected{0x1234567890abcdefull, 42, 7, 3};
@@ -225,7 +227,7 @@ basp_comm_config_t batch_config(int64_t capacity) {
   return c;
 }
 
-void one_rank(basp::test::Tally& tally) {
+[[maybe_unused]] void one_rank(basp::test::Tally& tally) {
   ncclComm_t parent = nullptr;
   int device = 0;
   if (!tally.check(ncclCommInitAll(&parent, 1, &device) == ncclSuccess, "ncclCommInitAll of one GPU")) return;
@@ -591,7 +593,7 @@ void step(basp_comm_t comm, int l, Membership m, int index, Disagree disagree, F
 }
 
 void rank_main(int l, int n, ncclComm_t parent, Failures& out, Barrier& barrier) {
-  TEST_CUDA(cudaSetDevice(l));
+  TEST_CUDA(cudaSetDevice(basp::test::device_of(l)));
   const basp_comm_config_t config = batch_config(kSeq);
   basp_comm_t comm = nullptr;
   if (basp_comm_create_nccl(parent, &config, &comm) != BASP_SUCCESS) {
@@ -618,6 +620,29 @@ void rank_main(int l, int n, ncclComm_t parent, Failures& out, Barrier& barrier)
   if (comm != nullptr) out.check(basp_comm_destroy(comm) == BASP_SUCCESS, l, "second comm destroy");
 }
 
+#if BASP_TEST_PROCESSES
+// Part 3 over the MPI processes of the world; the same result on every rank.
+int several_processes(const char* program) {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n < 2) {
+    if (basp::test::world_rank() == 0) std::printf("%s: skipped: needs at least 2 processes, got %d\n", program, n);
+    return -1;
+  }
+  if (n > kMaxRanks) {
+    if (basp::test::world_rank() == 0)
+      std::printf("%s: skipped: at most %d processes, got %d\n", program, kMaxRanks, n);
+    return -1;
+  }
+  Failures failures;
+  if (!basp::test::run_ranks(n, rank_main, failures)) return 1;
+  if (basp::test::world_rank() == 0) {
+    std::printf("%s: part 3, %d ranks: %lld checks, %lld failed\n", program, n, static_cast<long long>(failures.checks),
+                static_cast<long long>(failures.failed));
+  }
+  return failures.failed == 0 && failures.checks > 0 ? 0 : 1;
+}
+#else
 int several_gpus(const char* program) {
   int devices = 0;
   TEST_CUDA(cudaGetDeviceCount(&devices));
@@ -633,8 +658,24 @@ int several_gpus(const char* program) {
   return failures.failed == 0 && failures.checks > 0 ? 0 : 1;
 }
 
+#endif  // BASP_TEST_PROCESSES
+
 }  // namespace
 
+#if BASP_TEST_PROCESSES
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const char* program = "test_gpu_nccl_batch_procs";
+  if (!basp::test::every_rank_has_device(program)) {
+    MPI_Finalize();
+    return basp::test::kSkipped;
+  }
+  const int several = several_processes(program);
+  MPI_Finalize();
+  if (several < 0) return basp::test::kSkipped;
+  return several;
+}
+#else
 int main() {
   const char* program = "test_gpu_nccl_batch";
   if (!basp::test::have_device(program)) return basp::test::kSkipped;
@@ -645,3 +686,4 @@ int main() {
   if (several == 1) tally.failures += 1;
   return tally.finish(program);
 }
+#endif  // BASP_TEST_PROCESSES
