@@ -14,8 +14,16 @@
 // The path is the one BASP_MPI_TRANSPORT forces (CMake runs every path); with "shared" the head-sharded tensors
 // live in basp_mem_alloc memory and the shared path must be the one taken.
 //
+// Built with BASP_TEST_DEVICE=1 it is test_gpu_shapes: the same trials on the NCCL backend (basp_comm_create_mpi
+// with backend NCCL, one process per rank, any number of ranks per GPU under scripts/gpu-rank-env), every call's
+// tensors copied to device memory (outputs with their poison) and back; the THD mismatch probe with
+// BASP_CHECK_EXCHANGES=1, which NCCL executes need to agree before they move data. Skipped (77) without a device.
+//
 // usage: test_shapes [trials] [seed] [shared]
 #include <mpi.h>
+#if BASP_TEST_DEVICE
+#include <cuda_runtime_api.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -159,8 +167,9 @@ void describe(const Shape& sh, char* out, size_t n) {
 struct HeadBuffer {
   basp_comm_t comm = nullptr;
   uint8_t* ptr = nullptr;
+  size_t size = 0;
   std::vector<uint8_t> own;
-  HeadBuffer(basp_comm_t c, size_t bytes) {
+  HeadBuffer(basp_comm_t c, size_t bytes) : size(bytes + 1) {
     if (!g_shared) {
       own.assign(bytes + 1, kPoison);
       ptr = own.data();
@@ -181,6 +190,55 @@ struct HeadBuffer {
   }
 };
 
+// One scatter or gather of `tokens` (-1: the plan's S). Host memory on the MPI backend; with BASP_TEST_DEVICE, the
+// tensors go to fresh device buffers (outputs with the poison they hold), the call runs on a stream, and the outputs
+// come back, so that the checks read host memory either way. A NULL pointer stays NULL.
+struct Tensors {
+  std::vector<const void*> in;
+  std::vector<size_t> in_bytes;
+  std::vector<void*> out;
+  std::vector<size_t> out_bytes;
+};
+
+basp_status_t call(bool scatter, basp_plan_t plan, int64_t tokens, const Tensors& x) {
+#if BASP_TEST_DEVICE
+  static cudaStream_t stream = nullptr;
+  if (stream == nullptr && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) std::abort();
+  const size_t n = x.in.size();
+  std::vector<void*> din(n, nullptr), dout(n, nullptr);
+  const auto check = [](cudaError_t rc, const char* what) {
+    if (rc != cudaSuccess) {
+      std::fprintf(stderr, "rank %d: FATAL: %s: %s\n", g_rank, what, cudaGetErrorString(rc));
+      std::abort();
+    }
+  };
+  for (size_t t = 0; t < n; ++t) {
+    if (x.in[t] != nullptr) {
+      check(cudaMalloc(&din[t], x.in_bytes[t]), "cudaMalloc");
+      check(cudaMemcpy(din[t], x.in[t], x.in_bytes[t], cudaMemcpyHostToDevice), "cudaMemcpy in");
+    }
+    if (x.out[t] != nullptr) {
+      check(cudaMalloc(&dout[t], x.out_bytes[t]), "cudaMalloc");
+      check(cudaMemcpy(dout[t], x.out[t], x.out_bytes[t], cudaMemcpyHostToDevice), "cudaMemcpy poison");
+    }
+  }
+  const basp_status_t st = scatter ? basp_scatter_tokens(plan, tokens, din.data(), dout.data(), stream)
+                                   : basp_gather_tokens(plan, tokens, din.data(), dout.data(), stream);
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // basp_last_error() stays this call's
+  for (size_t t = 0; t < n; ++t) {
+    if (x.out[t] != nullptr) {
+      check(cudaMemcpy(x.out[t], dout[t], x.out_bytes[t], cudaMemcpyDeviceToHost), "cudaMemcpy out");
+    }
+    cudaFree(din[t]);
+    cudaFree(dout[t]);
+  }
+  return st;
+#else
+  return scatter ? basp_scatter_tokens(plan, tokens, x.in.data(), x.out.data(), nullptr)
+                 : basp_gather_tokens(plan, tokens, x.in.data(), x.out.data(), nullptr);
+#endif
+}
+
 int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
   int failures = 0;
   char label[256];
@@ -189,6 +247,9 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
   cfg.micro_batch = sh.micro_batch;
   cfg.num_groups = sh.num_groups;
   cfg.placement = BASP_PLACEMENT_CONTIGUOUS;
+#if BASP_TEST_DEVICE
+  cfg.backend = BASP_BACKEND_NCCL;
+#endif
   basp_comm_t comm = nullptr;
   if (basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm) != BASP_SUCCESS) {
     std::fprintf(stderr, "rank %d: comm: %s\n", g_rank, basp_last_error());
@@ -300,7 +361,18 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
       cr.push_back(r);
     }
     const int64_t tokens = thd ? T : -1;
-    basp_status_t st = basp_scatter_tokens(plan, tokens, in_ptr.data(), mid_ptr.data(), nullptr);
+    Tensors sx, gx;  // the scatter's and the gather's tensors
+    for (int32_t t = 0; t < n; ++t) {
+      sx.in.push_back(in_ptr[t]);
+      sx.in_bytes.push_back(in[t].size());
+      sx.out.push_back(mid_ptr[t]);
+      sx.out_bytes.push_back(mid[t]->size);
+      gx.in.push_back(mid_cptr[t]);
+      gx.in_bytes.push_back(mid[t]->size);
+      gx.out.push_back(back_ptr[t]);
+      gx.out_bytes.push_back(back[t].size());
+    }
+    basp_status_t st = call(true, plan, tokens, sx);
     EXPECT(st == BASP_SUCCESS, "%s call %zu (T %lld): scatter: %s", label, c, static_cast<long long>(T),
            basp_last_error());
     int64_t wrong = 0;
@@ -322,7 +394,7 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
       EXPECT(want < 0 || info.last_path == want, "%s: path %d, expected %d", label, info.last_path, want);
     }
     if (replicated && !summable(sh.dtype)) {
-      st = basp_gather_tokens(plan, tokens, mid_cptr.data(), back_ptr.data(), nullptr);
+      st = call(false, plan, tokens, gx);
       EXPECT(st == BASP_ERROR_UNSUPPORTED, "%s: a summing gather of dtype %d: status %d", label, sh.dtype, st);
       EXPECT(std::strstr(basp_last_error(), "cannot be summed") != nullptr, "%s: message: %s", label,
              basp_last_error());
@@ -339,7 +411,7 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
                                             contribution(cseed, l, first_seq + b, s, r.heads[l].begin + i, d));
       }
     }
-    st = basp_gather_tokens(plan, tokens, mid_cptr.data(), back_ptr.data(), nullptr);
+    st = call(false, plan, tokens, gx);
     EXPECT(st == BASP_SUCCESS, "%s call %zu: gather: %s", label, c, basp_last_error());
     wrong = 0;
     for (int32_t t = 0; t < n && st == BASP_SUCCESS; ++t) {
@@ -371,31 +443,32 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
   if (mismatch_probe && thd && k > 1) {
     const int64_t T = sh.seq_len - 1;
     const int64_t mine = l == k - 1 ? T + 1 : T;
-    std::vector<const void*> ip(n);
-    std::vector<void*> op(n);
+    Tensors px;
     for (int32_t t = 0; t < n; ++t) {
-      ip[t] = in[t].data();
-      op[t] = mid[t]->ptr;
+      px.in.push_back(in[t].data());
+      px.in_bytes.push_back(in[t].size());
+      px.out.push_back(mid[t]->ptr);
+      px.out_bytes.push_back(mid[t]->size);
     }
-    const basp_status_t st = basp_scatter_tokens(plan, mine, ip.data(), op.data(), nullptr);
+    const basp_status_t st = call(true, plan, mine, px);
     EXPECT(st == BASP_ERROR_MISMATCH, "%s: a mismatched T: status %d (%s)", label, st, basp_last_error());
     const std::string want = "of " + std::to_string(T + 1) + " tokens";
     EXPECT(std::strstr(basp_last_error(), want.c_str()) != nullptr, "%s: mismatch message: %s", label,
            basp_last_error());
-    const basp_status_t again = basp_scatter_tokens(plan, sh.seq_len, ip.data(), op.data(), nullptr);
+    const basp_status_t again = call(true, plan, sh.seq_len, px);
     EXPECT(again == BASP_SUCCESS, "%s: the exchange after a mismatch: %s", label, basp_last_error());
     // The same T with other document boundaries on the last position: a mismatch naming them, then agreement.
     const int64_t cap = sh.seq_len;
     const int64_t mine_cu[3] = {0, l == k - 1 ? cap / 2 + 1 : cap / 2, cap};
     basp_plan_set_documents(plan, mine_cu, 2);
-    const basp_status_t docs = basp_scatter_tokens(plan, cap, ip.data(), op.data(), nullptr);
+    const basp_status_t docs = call(true, plan, cap, px);
     EXPECT(docs == BASP_ERROR_MISMATCH, "%s: other document boundaries: status %d (%s)", label, docs,
            basp_last_error());
     EXPECT(std::strstr(basp_last_error(), "with document boundaries") != nullptr, "%s: message: %s", label,
            basp_last_error());
     const int64_t same_cu[3] = {0, cap / 2, cap};
     basp_plan_set_documents(plan, same_cu, 2);
-    const basp_status_t agreed = basp_scatter_tokens(plan, cap, ip.data(), op.data(), nullptr);
+    const basp_status_t agreed = call(true, plan, cap, px);
     EXPECT(agreed == BASP_SUCCESS, "%s: the same document boundaries: %s", label, basp_last_error());
     basp_plan_set_documents(plan, nullptr, 0);
   }
@@ -425,6 +498,22 @@ int main(int argc, char** argv) {
   uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261202;
   g_shared = argc > 3 && std::string(argv[3]) == "shared";
   g_forced_path = forced_path();
+#if BASP_TEST_DEVICE
+  // Every rank needs a device (ranks share the GPUs in turn); THD calls agree on T before they move data.
+  int devices = 0;
+  const int have = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 ? 1 : 0;
+  int all = 0;
+  MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (all == 0) {
+    if (g_rank == 0) std::printf("test_gpu_shapes: skipped: a rank has no CUDA device\n");
+    MPI_Finalize();
+    return 77;
+  }
+  cudaSetDevice(g_rank % devices);
+  setenv("BASP_CHECK_EXCHANGES", "1", 1);
+  g_shared = false;  // basp_mem_alloc memory is device memory there
+  g_forced_path = BASP_PATH_NCCL;
+#endif
   if (g_rank == 0) {
     const char* env = std::getenv("BASP_MPI_TRANSPORT");
     std::printf(
@@ -473,7 +562,12 @@ int main(int argc, char** argv) {
     }
   }
   if (g_rank == 0) {
-    std::printf("test_shapes: %d of %d trials failed\n", failed_trials, trials + static_cast<int>(fixed.size()));
+    const int total = trials + static_cast<int>(fixed.size());
+    std::printf("test_shapes: %d of %d trials failed\n", failed_trials, total);
+#if BASP_TEST_DEVICE
+    std::printf("test_gpu_shapes: %d checks, %d failed: %s\n", total, failed_trials,
+                failed_trials ? "FAILED" : "PASSED");
+#endif
   }
   MPI_Finalize();
   return failed_trials == 0 ? 0 : 1;
