@@ -5,6 +5,7 @@ import ctypes
 import ctypes.util
 import importlib.util
 import os
+import struct
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -209,20 +210,74 @@ def nccl_library() -> Tuple[int, str]:
     return version.value, buf.value.decode("utf-8", "replace")
 
 
-def mapped_nccl_files() -> List[str]:
-    """The distinct libnccl files mapped into this process (from /proc/self/maps; [] where there is none)."""
+def mapped_files(prefix: str = "") -> List[str]:
+    """The distinct files mapped into this process whose name starts with `prefix` ("libnccl.so"), as real paths,
+    in the order /proc/self/maps lists them ([] where there is no such file)."""
     seen: List[str] = []
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 parts = line.split(None, 5)
-                if len(parts) == 6 and os.path.basename(parts[5].strip()).startswith("libnccl.so"):
+                if len(parts) == 6 and parts[5].startswith("/") and \
+                        os.path.basename(parts[5].strip()).startswith(prefix):
                     real = os.path.realpath(parts[5].strip())
                     if real not in seen:
                         seen.append(real)
     except OSError:
         pass
     return seen
+
+
+def mapped_nccl_files() -> List[str]:
+    """The distinct libnccl files mapped into this process (from /proc/self/maps; [] where there is none)."""
+    return mapped_files("libnccl.so")
+
+
+def elf_needed(path: str) -> Optional[List[str]]:
+    """The DT_NEEDED entries (sonames) of the ELF shared object at `path`, in order, read from its section headers
+    (the dynamic section and its string table, not the whole file); None when the file cannot be read or is no ELF
+    file with a dynamic section."""
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(64)
+            if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+                return None
+            end = "<" if ident[5] == 1 else ">"
+            if ident[4] == 2:  # ELFCLASS64
+                shoff, = struct.unpack_from(end + "Q", ident, 0x28)
+                shentsize, shnum = struct.unpack_from(end + "HH", ident, 0x3A)
+                section, dyn = end + "IIQQQQIIQQ", end + "qQ"
+            else:  # ELFCLASS32
+                shoff, = struct.unpack_from(end + "I", ident, 0x20)
+                shentsize, shnum = struct.unpack_from(end + "HH", ident, 0x2E)
+                section, dyn = end + "IIIIIIIIII", end + "iI"
+            if shoff == 0 or shnum == 0 or shentsize < struct.calcsize(section):
+                return None
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            # (type, offset, size, link) of each section
+            sections = [struct.unpack_from(section, table, i * shentsize) for i in range(shnum)]
+            sections = [(s[1], s[4], s[5], s[6]) for s in sections]
+            dynamic = [s for s in sections if s[0] == 6]  # SHT_DYNAMIC
+            if not dynamic:
+                return None
+            _, offset, size, link = dynamic[0]
+            _, str_offset, str_size, _ = sections[link]
+            f.seek(str_offset)
+            strings = f.read(str_size)
+            f.seek(offset)
+            entries = f.read(size)
+    except (OSError, struct.error, IndexError):
+        return None
+    needed: List[str] = []
+    step = struct.calcsize(dyn)
+    for at in range(0, len(entries) - step + 1, step):
+        tag, value = struct.unpack_from(dyn, entries, at)
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 1 and value < len(strings):  # DT_NEEDED
+            needed.append(strings[value:strings.find(b"\0", value)].decode("utf-8", "replace"))
+    return needed
 
 
 def split(items: int, parts: int, index: int, where: str) -> Tuple[int, int]:

@@ -155,7 +155,14 @@ class Comm(CommHandle):
     batch_capacity: > 0, the comm also serves batch plans (groups of any size per micro-batch: plan_batch,
     batch_plan; docs/batch.md) of at most this many sequence-side tokens per rank; micro_batch may then be None or
     0 (a comm of batch plans only). The same on every rank. MPI backend only.
+
+    created_by: how the comm was made, one of CREATED_BY: "mpi" (this constructor), "nccl" (from_nccl, over an
+    existing NCCL communicator: also basp.torch.comm_from_process_group's NCCL route) or "oob" (from_oob, libbasp
+    making its own NCCL communicators from exchanged unique ids: also comm_from_process_group's OOB route).
     """
+
+    CREATED_BY = ("mpi", "nccl", "oob")
+    created_by: str
 
     def __init__(self, mpi_comm: Any, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
                  backend: BackendLike = Backend.MPI, placement: PlacementLike = Placement.DEFAULT,
@@ -166,7 +173,7 @@ class Comm(CommHandle):
         lib = _library.lib()
         handle = ctypes.c_void_p()
         _library.check(lib.basp_comm_create_mpi(fint, ctypes.byref(config), ctypes.byref(handle)))
-        self._adopt(handle.value, config, mpi_comm)
+        self._adopt(handle.value, config, mpi_comm, "mpi")
 
     @classmethod
     def from_nccl(cls, nccl_comm: int, micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
@@ -186,7 +193,7 @@ class Comm(CommHandle):
         handle = ctypes.c_void_p()
         _library.check(create(nccl_comm, ctypes.byref(config), ctypes.byref(handle)))
         self = cls.__new__(cls)
-        self._adopt(handle.value, config, None)
+        self._adopt(handle.value, config, None, "nccl")
         return self
 
     @classmethod
@@ -214,12 +221,13 @@ class Comm(CommHandle):
         if status != _abi.Status.SUCCESS:
             channel.raise_error(status, _library.last_error())
         self = cls.__new__(cls)
-        self._adopt(handle.value, config, None)
+        self._adopt(handle.value, config, None, "oob")
         return self
 
-    def _adopt(self, handle: Optional[int], config: _abi.CommConfig, parent: Any) -> None:
+    def _adopt(self, handle: Optional[int], config: _abi.CommConfig, parent: Any, created_by: str) -> None:
         self._adopt_handle(handle)
         self._parent = parent  # kept alive: the library requires the parent to outlive the comm
+        self.created_by = created_by
         self.batch_capacity = int(config.batch_capacity)
         try:
             self.backend = Backend(config.backend)

@@ -4,6 +4,7 @@ failure mid-collective can never leave the other ranks hanging."""
 import os
 import socket
 import sys
+import time
 import traceback
 
 
@@ -70,6 +71,10 @@ def set_rendezvous(world):
 
 
 def run(module_globals, mpi_comm=None, argv=None):
+    """Runs the module's test_* functions in order (or those named in argv[1:]): one line per test on rank 0 with
+    its checks and its time (rank 0's, up to the barrier that follows it), then "all N tests passed". mpi_comm: an
+    mpi4py communicator, or any object with Get_rank, Get_size, Barrier and Abort (test_torch_ranks.py's over
+    torch.distributed); None for one process."""
     rank = mpi_comm.Get_rank() if mpi_comm is not None else 0
     size = mpi_comm.Get_size() if mpi_comm is not None else 1
     only = (argv or [])[1:]
@@ -80,6 +85,7 @@ def run(module_globals, mpi_comm=None, argv=None):
         sys.exit(1)
     for name, fn in tests:
         before = check.count
+        started = time.monotonic()
         try:
             fn()
             if check.count == before:
@@ -92,6 +98,7 @@ def run(module_globals, mpi_comm=None, argv=None):
         if mpi_comm is not None:
             mpi_comm.Barrier()
         if rank == 0:
-            print("ok %s (%d checks on rank 0)" % (name, check.count - before), flush=True)
+            print("ok %s (%d checks on rank 0, %.2f s)" % (name, check.count - before, time.monotonic() - started),
+                  flush=True)
     if rank == 0:
         print("all %d tests passed on %d rank(s)" % (len(tests), size), flush=True)
