@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds libbasp into ${BASP_BUILD_DIR:-build} (Release), after installing missing Debian
 # packages. Extra arguments go to the CMake configure step (for example -DBASP_ENABLE_CUDA=OFF).
+# BASP_BUILD_TARGETS (space-separated) builds only those targets (and what they need) instead of everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -13,4 +14,6 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 elif [ $# -gt 0 ]; then
   cmake -S . -B "$build" "$@"
 fi
-cmake --build "$build" -j "$jobs"
+targets=()
+for t in ${BASP_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$jobs" "${targets[@]}"
