@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/trace.h"
 #include "transport/mpi/cma.h"
 #include "transport/mpi/exchange_path.h"
 #include "transport/mpi/mpi_util.h"
@@ -135,6 +136,7 @@ class MpiExecutor final : public PlanExecutor {
   };
 
   void run(Op op, int64_t tokens, const void* const* inputs, void* const* outputs) {
+    const detail::TraceRange range(op == Op::kScatter ? "basp:scatter" : "basp:gather");
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);

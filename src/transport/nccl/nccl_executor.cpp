@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/fnv.h"
 #include "common/rank_list.h"
+#include "common/trace.h"
 #include "layout/cuda/pack_kernels.h"
 #include "transport/nccl/exchange_watch.h"
 #include "transport/nccl/nccl_batch.h"
@@ -111,6 +112,7 @@ class NcclExecutor final : public PlanExecutor {
   // The deadline (exchange_watch.h) around the enqueue, and the agreement of BASP_CHECK_EXCHANGES before it.
   template <typename F>
   void run(const char* op, bool scatter, int64_t tokens, F&& enqueue, void* stream) {
+    const detail::TraceRange range(scatter ? "basp:scatter" : "basp:gather");
     ncclComm_t comm = comm_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     DeviceScope scope(comm_->device());
@@ -211,6 +213,7 @@ class NcclBatchExecutor final : public PlanExecutor {
  private:
   template <typename F>
   void run(const char* op, bool scatter, F&& enqueue, void* stream) {
+    const detail::TraceRange range(scatter ? "basp:scatter" : "basp:gather");
     ncclComm_t comm = world_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     shared_->claim(op);

@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.h"
 #include "common/error.h"
+#include "common/trace.h"
 #include "layout/cuda/pack_kernels.h"
 #include "layout/packed_workspace.h"
 #include "plan/exchange.h"
@@ -74,16 +75,30 @@ class AllToAllPath final : public DevicePath {
   void scatter(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
-    check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
-    exchange(comm, s);
+    {
+      const detail::TraceRange range("basp:pack");
+      check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
+    }
+    {
+      const detail::TraceRange range("basp:exchange");
+      exchange(comm, s);
+    }
+    const detail::TraceRange range("basp:unpack");
     check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
   }
 
   void gather(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
-    check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
-    exchange(comm, s);
+    {
+      const detail::TraceRange range("basp:pack");
+      check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
+    }
+    {
+      const detail::TraceRange range("basp:exchange");
+      exchange(comm, s);
+    }
+    const detail::TraceRange range("basp:unpack");
     check_launch(layout::cuda::launch_gather_unpack(g, n, workspace_, recv_.get(), outputs, s), "gather: unpack");
   }
 
@@ -168,8 +183,15 @@ class GeneralPath final : public DevicePath {
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                cudaStream_t s) override {
     const int32_t n = geometries(tokens);
-    check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
-    exchange(/*scatter=*/true, n, comm, s);
+    {
+      const detail::TraceRange range("basp:pack");
+      check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
+    }
+    {
+      const detail::TraceRange range("basp:exchange");
+      exchange(/*scatter=*/true, n, comm, s);
+    }
+    const detail::TraceRange range("basp:unpack");
     check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_ptr_, outputs, s, skip_),
                  "scatter: unpack");
   }
@@ -177,8 +199,15 @@ class GeneralPath final : public DevicePath {
   void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
               cudaStream_t s) override {
     const int32_t n = geometries(tokens);
-    check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_ptr_, s), "gather: pack");
-    exchange(/*scatter=*/false, n, comm, s);
+    {
+      const detail::TraceRange range("basp:pack");
+      check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_ptr_, s), "gather: pack");
+    }
+    {
+      const detail::TraceRange range("basp:exchange");
+      exchange(/*scatter=*/false, n, comm, s);
+    }
+    const detail::TraceRange range("basp:unpack");
     // Tensors without replicated heads in one row-copy launch (a replicated one gets no rows there), then the
     // summing unpack of each replicated one.
     layout::Geometry plain[BASP_MAX_TENSORS];
