@@ -15,11 +15,15 @@
 #                                    FAILED (exit RC)
 #   procs_checks LOG                 the check count a run printed: "N checks" (the C++ GPU tests), "all N tests
 #                                    passed" (Python), "N rows" (a perf binary's checked table); "-" for none
-#   procs_run NAME RANKS BIN LOG [--expect REGEX] -- CMD...
+#   procs_torchrun_rc RC LOG         torchrun's status made to say what its workers said: it exits 1 when they all
+#                                    exit 77 (skipped), and lists each failed worker's "exitcode : N"; 77 when every
+#                                    one listed is 77, else RC
+#   procs_run NAME RANKS BIN LOG [--expect REGEX] [--torchrun] -- CMD...
 #                                    runs CMD under timeout (PROCS_TIMEOUT seconds, default 120), output to LOG and
 #                                    to PROCS_MAIN_LOG when set; "not built" when BIN is not an executable file
 #                                    (or, for a .py, no file);
-#                                    a PASSED run whose output lacks REGEX is FAILED; adds a row to PROCS_ROWS
+#                                    a PASSED run whose output lacks REGEX is FAILED; --torchrun: the status through
+#                                    procs_torchrun_rc; adds a row to PROCS_ROWS
 #   procs_table                      the rows: test, ranks, checks, result, seconds
 #   procs_result                     the stage's result from its rows: FAILED (n of m) when any failed, else
 #                                    PASSED (n runs) when any passed, else SKIPPED (all skipped or not built)
@@ -117,6 +121,16 @@ procs_checks() {
   echo "-"
 }
 
+procs_torchrun_rc() {
+  local codes
+  codes=$(grep -oE 'exitcode +: +-?[0-9]+' "$2" 2>/dev/null | grep -oE -- '-?[0-9]+$' | sort -u)
+  if [[ "$1" != 0 && "$codes" == 77 ]]; then
+    echo 77
+  else
+    echo "$1"
+  fi
+}
+
 procs_now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
 procs_seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -125,12 +139,14 @@ procs_row() {  # NAME RANKS CHECKS RESULT SECONDS
 }
 
 procs_run() {
-  local name=$1 ranks=$2 bin=$3 log=$4 expect="" rc result checks t0 t1
+  local name=$1 ranks=$2 bin=$3 log=$4 expect="" torchrun="" rc result checks t0 t1
   shift 4
-  if [[ "${1:-}" == --expect ]]; then
-    expect=$2
-    shift 2
-  fi
+  while [[ "${1:-}" == --expect || "${1:-}" == --torchrun ]]; do
+    case $1 in
+      --expect) expect=$2; shift 2 ;;
+      --torchrun) torchrun=1; shift ;;
+    esac
+  done
   [[ "${1:-}" == -- ]] && shift
   if [[ ! -f "$bin" ]] || [[ "$bin" != *.py && ! -x "$bin" ]]; then
     procs_row "$name" "$ranks" "-" "not built" "0.0"
@@ -141,6 +157,7 @@ procs_run() {
   timeout -k 15 "${PROCS_TIMEOUT:-120}" "$@" </dev/null >"$log" 2>&1
   rc=$?
   t1=$(procs_now)
+  [[ -z "$torchrun" ]] || rc=$(procs_torchrun_rc "$rc" "$log")
   tee -a "${PROCS_MAIN_LOG:-/dev/null}" <"$log" >/dev/null
   tail -3 "$log"
   result=$(procs_classify "$rc")
@@ -235,7 +252,7 @@ procs_stage() {
       fi
       # --standalone: a free rendezvous port on localhost; the underscore spellings work in every torchrun.
       BASP_LIBRARY="$build/src/libbasp.so" PYTHONPATH="$repo/python" PYTHONDONTWRITEBYTECODE=1 \
-        procs_run "test_torch_ranks.py (torchrun)" "$n" "$py_test" "$logs/torch_ranks_np$n.log" -- \
+        procs_run "test_torch_ranks.py (torchrun)" "$n" "$py_test" "$logs/torch_ranks_np$n.log" --torchrun -- \
         "${torchrun[@]}" --standalone --nproc_per_node "$n" --no_python "$env_wrap" python3 "$py_test"
     done
     printf '%s\n' "${PROCS_ROWS[@]}" >"$logs/rows.tsv"

@@ -141,6 +141,18 @@ results_checks() {
   same "exit 134" "$(procs_classify 134)" "FAILED (exit 134)"
 
   local log=$work/log
+  # torchrun passes no worker's 77 on: it exits 1 and lists each failed worker.
+  printf 'Failures:\n[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 77 (pid: 12)\nRoot Cause:\n[0]:\n  exitcode  : 77 (pid: 11)\n' >"$log"
+  same "torchrun, every worker 77" "$(procs_torchrun_rc 1 "$log")" 77
+  printf '  exitcode  : 77 (pid: 12)\n  exitcode  : 1 (pid: 11)\n' >"$log"
+  same "torchrun, one worker failed" "$(procs_torchrun_rc 1 "$log")" 1
+  printf '  exitcode  : -9 (pid: 12)\n' >"$log"
+  same "torchrun, a worker killed" "$(procs_torchrun_rc 1 "$log")" 1
+  printf 'Traceback (most recent call last):\n' >"$log"
+  same "torchrun, no worker listed" "$(procs_torchrun_rc 1 "$log")" 1
+  printf '  exitcode  : 77 (pid: 12)\n' >"$log"
+  same "torchrun, status 0" "$(procs_torchrun_rc 0 "$log")" 0
+  same "torchrun, status 124" "$(procs_torchrun_rc 124 "$work/absent")" 124
   printf 'rank 0: part 1\nrank 0: 12 checks\ntest_gpu_nccl_procs: 1632 checks\n' >"$log"
   same "N checks: the last" "$(procs_checks "$log")" 1632
   printf 'ok 1\nall 4 tests passed\n' >"$log"
@@ -229,15 +241,18 @@ stage_checks() {
     'while (($#)) && [[ $1 != -np ]]; do shift; done; (($# >= 3)) || exit 2; n=$2; shift 2' \
     'for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r PMIX_RANK=$r "$@" & pids+=($!); done' \
     'worst=0; for p in "${pids[@]}"; do wait "$p"; rc=$?; ((rc > worst)) && worst=$rc; done; exit $worst'
+  # torchrun: like the real one, exit 1 when a worker failed, listing each failed worker's exit code.
   stand_in "$fake/torchrun" '#!/usr/bin/env bash' \
     'echo "torchrun $*" >>"$FAKE_CALLS"' \
     'while (($#)) && [[ $1 != --nproc_per_node ]]; do shift; done; (($# >= 3)) || exit 2; n=$2; shift 2' \
     '[[ $1 == --no_python ]] && shift' \
     'for ((r = 0; r < n; r++)); do RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n "$@" & pids+=($!); done' \
-    'worst=0; for p in "${pids[@]}"; do wait "$p"; rc=$?; ((rc > worst)) && worst=$rc; done; exit $worst'
+    'worst=0; for p in "${pids[@]}"; do wait "$p"; rc=$?; ((rc)) && { echo "  exitcode  : $rc (pid: $p)"; worst=1; }; done' \
+    'exit $worst'
   # python3: "import torch" works; a test file passes when its rank's variables are right.
   stand_in "$fake/python3" '#!/usr/bin/env bash' \
     '[[ $1 == -c ]] && exit 0' \
+    '[[ ${FAKE_NO_CUDA:-} == 1 ]] && { echo "skipped: no CUDA device"; exit 77; }' \
     '[[ $NCCL_HOSTID == basp-rank-$RANK && $BASP_NODE_ID == basp-rank-$RANK && -n $BASP_LIBRARY && -n $PYTHONPATH ]] ||' \
     '  { echo "rank $RANK: NCCL_HOSTID=$NCCL_HOSTID BASP_NODE_ID=$BASP_NODE_ID"; exit 1; }' \
     'echo "all 3 tests passed"'
@@ -315,16 +330,19 @@ EOF
   grep -q "node basp-one-node" "$logs/nccl_procs_one_node_np2.log" || fail "BASP_RANKS_ONE_NODE=1 did not reach the ranks"
   [[ -f "$logs/nccl_procs_np8.log" ]] || fail "no log for the N = 8 run"
 
-  # A wrong element in a perf binary fails its runs and the stage; a second run starts its rows afresh.
+  # A wrong element in a perf binary fails its runs and the stage; a second run starts its rows afresh. Python's
+  # ranks exit 77 (no CUDA device), which torchrun turns into 1: SKIPPED all the same.
   (
     PATH=$fake:$PATH
-    FAKE_WRONG=3 procs_stage "$repo" "$build" "$logs" >"$work/stage.out" 2>&1
+    FAKE_WRONG=3 FAKE_NO_CUDA=1 procs_stage "$repo" "$build" "$logs" >"$work/stage.out" 2>&1
     printf '%s\n' "$PROCS_STATUS" "${PROCS_ROWS[@]}" >"$work/stage.rows"
   )
   same "stage result with wrong elements" "$(head -1 "$work/stage.rows")" \
-    "FAILED (8 of 21 runs failed; 7 passed, 6 skipped or not built)"
+    "FAILED (8 of 21 runs failed; 5 passed, 8 skipped or not built)"
   same "a perf row with wrong elements" "$(grep -m1 '^basp_scatter_perf' "$work/stage.rows" | cut -f1-4)" \
     "basp_scatter_perf --backend nccl -c 1	2	2 rows	FAILED (exit 1)"
+  same "torchrun's ranks all skipped" "$(grep -m1 '^test_torch_ranks' "$work/stage.rows" | cut -f1-4)" \
+    "test_torch_ranks.py (torchrun)	2	-	SKIPPED"
 
   # Not ready: no runs at all, and the reason.
   (
