@@ -1,8 +1,6 @@
 #include "runtime/pointer_check.h"
 
-#include <cstdlib>
-#include <string>
-
+#include "common/env.h"
 #include "common/error.h"
 
 #if BASP_HAVE_CUDA
@@ -61,12 +59,6 @@ void check_memory_kind(basp_backend_t backend, const char* op, const char* name,
   }
 }
 
-bool pointer_checks_enabled() {
-  const char* env = std::getenv("BASP_CHECK_POINTERS");
-  const std::string value = env ? env : "";
-  BASP_CHECK_ARG(value.empty() || value == "0" || value == "1", "BASP_CHECK_POINTERS (", value,
-                 ") must be 0 (no pointer checks) or 1 (the default)");
-  return value != "0";
-}
+bool pointer_checks_enabled() { return env::get_bool("BASP_CHECK_POINTERS"); }
 
 }  // namespace basp::runtime

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/env.h"
 #include "common/error.h"
 
 namespace basp::topology {
@@ -44,8 +45,8 @@ uint64_t key_from_hex(const std::string& hex, const char* what) {
 
 NodeIdentity local_node_identity() {
   NodeIdentity id;
-  const char* env = std::getenv(kNodeIdEnv);
-  if (env != nullptr && env[0] != '\0') {
+  const std::string env = env::get_string(kNodeIdEnv);
+  if (!env.empty()) {
     id.name = env;
     id.source = kNodeIdEnv;
     id.key = fnv1a64(id.name);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/trace.h"
 #include "transport/mpi/cma.h"
@@ -46,13 +47,14 @@ struct TransportWish {
 };
 TransportWish agree_transport(const CollectiveScope& scope, const std::string& where, const char* step,
                               const detail::Deadline& deadline) {
-  const char* env = std::getenv("BASP_MPI_TRANSPORT");
-  const std::string mode = env ? env : "auto";
+  const env::Knob& knob = env::knob("BASP_MPI_TRANSPORT");
+  const std::string value = env::raw(knob.name);
+  const std::string mode = value.empty() ? knob.default_value : value;
   bool known = false;
   const int64_t want = wanted_path(mode, &known);
   int64_t wants[3] = {want, -want, known ? 0 : -1};
   allreduce_min(scope, wants, 3, step, deadline);
-  BASP_CHECK_ARG(known, "BASP_MPI_TRANSPORT (", mode, ") must be auto, p2p, cma, staged or direct (cma's old name)");
+  BASP_CHECK_ARG(known, env::invalid_message(knob, value));
   BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
                  where);
   return {wants[0], -wants[1]};
