@@ -72,6 +72,24 @@ std::vector<Knob> make_table() {
                "0",
                "BASP_CHECK_EXCHANGES",
                "the old name of BASP_CHECK_EXCHANGES: 1 turns the check on as well"});
+  t.push_back({"BASP_DEBUG",
+               Type::kEnum,
+               {"OFF", "WARN", "INFO", "TRACE"},
+               0,
+               0,
+               "OFF",
+               nullptr,
+               "log to stderr, each line prefixed host:pid:rank: WARN problems, INFO what comm and plan creation "
+               "decided, TRACE one line per execute (read at comm creation)"});
+  t.push_back({"BASP_DEBUG_FILE",
+               Type::kString,
+               {},
+               0,
+               0,
+               "",
+               nullptr,
+               "the BASP_DEBUG log goes to this file instead of stderr; %h is replaced by the host name, %p by the "
+               "process id"});
   return t;
 }
 

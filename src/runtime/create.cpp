@@ -1,12 +1,15 @@
 #include "runtime/create.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/status_name.h"
 #include "runtime/timeout.h"
 #include "transport/oob/oob_bootstrap.h"
@@ -72,6 +75,54 @@ std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent
   return out;
 }
 
+const char* placement_name(basp_placement_t placement) {
+  switch (placement) {
+    case BASP_PLACEMENT_CONTIGUOUS: return "contiguous";
+    case BASP_PLACEMENT_TOPOLOGY: return "topology";
+    default: return "default (topology)";
+  }
+}
+
+// "[0 1] [2 3]": the groups' world ranks, the first 16 groups.
+std::string groups_text(const plan::GroupLayout& layout) {
+  std::string out;
+  const size_t shown = std::min<size_t>(layout.members.size(), 16);
+  for (size_t g = 0; g < shown; ++g) {
+    out += g > 0 ? " [" : "[";
+    for (size_t i = 0; i < layout.members[g].size(); ++i) {
+      out += (i > 0 ? " " : "") + std::to_string(layout.members[g][i]);
+    }
+    out += "]";
+  }
+  if (shown < layout.members.size()) out += " ...";
+  return out;
+}
+
+// BASP_DEBUG=INFO: what comm creation decided (docs/debugging.md).
+void log_comm(const Comm& comm, const CommOptions& options, const std::vector<topology::RankLocality>& locality,
+              const char* call) {
+  if (!log::enabled(log::Level::kINFO)) return;
+  const plan::GroupLayout& l = comm.layout();
+  const auto r = static_cast<size_t>(comm.rank());
+  BASP_LOG(INFO, call, ": comm of ", l.world_size, " ranks, backend ",
+           comm.backend() == BASP_BACKEND_NCCL ? "NCCL" : "MPI", ", ", l.num_groups, " groups of ", l.group_size,
+           " (micro_batch ", l.micro_batch, "), placement ", placement_name(options.placement), ", timeout ",
+           options.timeout_ms, " ms, batch capacity ", options.batch_capacity);
+  BASP_LOG(INFO, "groups (world ranks): ", groups_text(l));
+  BASP_LOG(INFO, "this rank: group ", l.group_of[r], " position ", l.position_of[r]);
+  if (locality.size() <= r) return;
+  std::set<uint64_t> nodes, domains;
+  for (const topology::RankLocality& x : locality) {
+    nodes.insert(x.node_key);
+    if (x.domain_key != 0) domains.insert(x.domain_key);
+  }
+  const topology::RankLocality& me = locality[r];
+  BASP_LOG(INFO, "locality: ", nodes.size(), " node(s), ", domains.size(),
+           " multi-node NVLink domain(s); this rank on ", topology::node_name_of(me), " (key ",
+           topology::key_to_hex(me.node_key), "), GPU ", me.gpu, " of ", me.node_gpus, ", NVLink domain ",
+           me.domain_key != 0 ? topology::key_to_hex(me.domain_key) : "none");
+}
+
 }  // namespace
 
 // Step 1, which needs no other rank. `world_size` -1: unknown (no parent), G is then not checked against N.
@@ -79,6 +130,7 @@ std::exception_ptr local_checks(const CreateCall& call, int32_t world_size, cons
                                 CommOptions& options) {
   if (call.local_error) return call.local_error;
   try {
+    log::configure();  // BASP_DEBUG, BASP_DEBUG_FILE
     options = comm_options(*call.config);
     if (world_size > 0) {
       plan::resolve_num_groups(world_size, options.layout_micro_batch(world_size), options.num_groups);
@@ -93,6 +145,7 @@ std::exception_ptr local_checks(const CreateCall& call, int32_t world_size, cons
 std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall& call, const EntryCheck& check,
                                   const ConnectorFor& connector_for) {
   // 1. Local checks; a rank that fails them still takes part in step 2. Its readiness is found now too.
+  log::set_rank(parent.rank());
   CommOptions options;
   std::exception_ptr error = local_checks(call, parent.size(), check, options);
   std::unique_ptr<transport::Connector> connector;
@@ -124,6 +177,7 @@ std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall
   auto transport = connector->connect(spec, detail::Deadline(options.timeout_ms));
   auto comm = std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
   if (options.batch_capacity > 0) comm->set_machine(machine_of(locality, parent.size()));
+  log_comm(*comm, options, locality, call_name(call.kind));
   return comm;
 }
 

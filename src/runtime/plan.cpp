@@ -8,12 +8,38 @@
 
 #include "common/error.h"
 #include "common/fnv.h"
+#include "common/log.h"
 #include "common/status_name.h"
 #include "layout/sum_rows.h"
 #include "plan/dtype.h"
 #include "runtime/pointer_check.h"
 
 namespace basp::runtime {
+namespace {
+
+const char* path_name(basp_path_t path) {
+  switch (path) {
+    case BASP_PATH_NONE: return "none";
+    case BASP_PATH_LOCAL: return "local";
+    case BASP_PATH_P2P: return "p2p";
+    case BASP_PATH_CMA: return "cma";
+    case BASP_PATH_SHARED: return "shared";
+    case BASP_PATH_NCCL: return "nccl";
+    case BASP_PATH_STAGED: return "staged";
+    default: return "?";
+  }
+}
+
+// BASP_DEBUG=INFO: what plan creation chose (docs/debugging.md).
+void log_plan(const void* plan, const char* call, int64_t id, const plan::ExchangePlan& x,
+              const transport::PlanExecutor& executor) {
+  BASP_LOG(INFO, call, ": plan ", plan, " (id ", id, "): ", x.num_tensors(), " tensor(s), group size ", x.group_size,
+           ", ", x.local_sequences, " local sequence(s), path ", path_name(executor.plan_path()), ", workspace ",
+           executor.workspace_bytes(), " bytes, ", x.bytes_sent, " bytes sent per exchange",
+           x.replicated ? ", replicated heads" : "");
+}
+
+}  // namespace
 
 Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std::exception_ptr& local_error)
     : comm_(std::move(comm)) {
@@ -45,6 +71,7 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
     unmade = std::current_exception();  // out of memory for its workspace, say: the others must not go on alone
   }
   comm_->collective([&] { confirm_made(unmade); });
+  log_plan(this, "basp_plan_create", context.plan_id, exchange_, *executor_);
 }
 
 Plan::Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_ptr<transport::PlanExecutor> executor,
@@ -56,6 +83,7 @@ Plan::Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_
       batch_(true),
       batch_tokens_(batch_tokens) {
   if (exchange_.spec.thd()) set_documents(cu_seqlens.data(), static_cast<int32_t>(cu_seqlens.size()) - 1);
+  log_plan(this, "basp_batch_plan_create", -1, exchange_, *executor_);
 }
 
 // The last step of plan creation: one all-gather of whether every rank made its executor. Without it a rank that
@@ -226,6 +254,8 @@ void Plan::execute(bool scatter, int64_t tokens, const void* const* inputs, void
       executor_->gather(call, inputs, outputs, stream);
     }
   });
+  BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",
+           path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
 }
 
 basp_plan_info_v1 Plan::info() const {

@@ -108,6 +108,8 @@ TEST_CASE("env: the table's defaults", "[env]") {
   CHECK(basp::topology::local_node_identity().source == std::string("hostname+boot_id"));
   CHECK_FALSE(env::get_bool("BASP_CHECK_EXCHANGES"));
   CHECK_FALSE(env::get_bool("BASP_CHECK_TOKENS"));
+  CHECK(env::get_enum("BASP_DEBUG") == "OFF");
+  CHECK(env::get_string("BASP_DEBUG_FILE").empty());
   // Empty is unset.
   for (const env::Knob& k : env::knobs()) {
     setenv(k.name, "", 1);
@@ -143,6 +145,12 @@ TEST_CASE("env: valid values", "[env]") {
     CHECK_FALSE(env::get_bool(name));
   }
   CHECK(std::string(env::knob("BASP_CHECK_TOKENS").alias_of) == "BASP_CHECK_EXCHANGES");
+  for (const char* v : {"OFF", "WARN", "INFO", "TRACE"}) {
+    setenv("BASP_DEBUG", v, 1);
+    CHECK(env::get_enum("BASP_DEBUG") == v);
+  }
+  setenv("BASP_DEBUG_FILE", "/tmp/basp.%h.%p.log", 1);
+  CHECK(env::get_string("BASP_DEBUG_FILE") == "/tmp/basp.%h.%p.log");
 }
 
 TEST_CASE("env: a value outside the set is INVALID_ARGUMENT naming variable and value", "[env]") {
@@ -158,6 +166,9 @@ TEST_CASE("env: a value outside the set is INVALID_ARGUMENT naming variable and 
   }
   for (const char* v : {"5s", "-1", "1e3", " 12", "2592000001", "99999999999999999999"}) {
     check_invalid("BASP_TIMEOUT_MS", v, [] { basp::runtime::resolve_timeout_ms(-1); });
+  }
+  for (const char* v : {"info", "DEBUG", "1", "VERSION"}) {
+    check_invalid("BASP_DEBUG", v, [] { env::get_enum("BASP_DEBUG"); });
   }
   // The message says what would have been accepted.
   setenv("BASP_MPI_TRANSPORT", "shm", 1);
