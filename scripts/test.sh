@@ -8,11 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BASP_BUILD_DIR:-build}
-configure=()
+# The tests are the point here: a missing Catch2 is a configure error, not tests silently left out.
+configure=(-DBASP_BUILD_TESTS=ON)
 if [ "${BASP_PYTHON_VENV:-1}" = 1 ]; then
   bash scripts/setup-deps.sh  # python-env.sh builds mpi4py against the system Open MPI
   python=$(bash scripts/python-env.sh | tail -1)
-  configure=(-DBASP_PYTHON_EXECUTABLE="$python" -DBASP_PYTHON_WHEEL=ON)
+  configure+=(-DBASP_PYTHON_EXECUTABLE="$python" -DBASP_PYTHON_WHEEL=ON)
   # Link the NCCL that this PyTorch loads (its nvidia-nccl wheel), as a wheel build does.
   nccl=$("$python" -c \
     "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0])" \
