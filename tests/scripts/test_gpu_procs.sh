@@ -18,21 +18,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo_src=$(cd "$here/../.." && pwd)
 # shellcheck source=scripts/gpu-procs.sh
 source "$repo_src/scripts/gpu-procs.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-checks=0
-
-fail() {
-  echo "FAILED: $*" >&2
-  failures=$((failures + 1))
-}
-
-# same DESCRIPTION GOT WANT
-same() {
-  checks=$((checks + 1))
-  [[ "$2" == "$3" ]] || fail "$1: got '$2', expected '$3'"
-}
+# shellcheck source=tests/scripts/checks.sh
+source "$here/checks.sh"
 
 # stand_in FILE LINES...: an executable script.
 stand_in() {
@@ -362,8 +349,4 @@ case ${1:-} in
   stage) stage_checks ;;
   *) echo "usage: test_gpu_procs.sh readiness|results|stage" >&2; exit 2 ;;
 esac
-if ((failures > 0)); then
-  echo "test_gpu_procs $1: $failures failures in $checks checks" >&2
-  exit 1
-fi
-echo "test_gpu_procs $1: $checks checks passed"
+finish "test_gpu_procs $1"

@@ -7,15 +7,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 wrap="$here/../../scripts/gpu-rank-env"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-checks=0
-
-fail() {
-  echo "FAILED: $*" >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/scripts/checks.sh
+source "$here/checks.sh"
 
 # run_env DESCRIPTION VAR=VALUE...: `env` through the wrapper in an environment holding only PATH and the
 # assignments given; its output in $work/out, stderr in $work/err, status in $status.
@@ -103,8 +96,4 @@ env -i PATH=/usr/bin:/bin RANK=0 "$wrap" sh -c 'exit 7'
 status=$?
 [[ $status == 7 ]] || fail "exit status: got $status, expected 7"
 
-if ((failures > 0)); then
-  echo "test_gpu_rank_env: $failures of $checks checks failed" >&2
-  exit 1
-fi
-echo "test_gpu_rank_env: $checks checks passed"
+finish test_gpu_rank_env
