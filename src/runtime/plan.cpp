@@ -17,25 +17,12 @@
 namespace basp::runtime {
 namespace {
 
-const char* path_name(basp_path_t path) {
-  switch (path) {
-    case BASP_PATH_NONE: return "none";
-    case BASP_PATH_LOCAL: return "local";
-    case BASP_PATH_P2P: return "p2p";
-    case BASP_PATH_CMA: return "cma";
-    case BASP_PATH_SHARED: return "shared";
-    case BASP_PATH_NCCL: return "nccl";
-    case BASP_PATH_STAGED: return "staged";
-    default: return "?";
-  }
-}
-
 // BASP_DEBUG=INFO: what plan creation chose (docs/debugging.md).
 void log_plan(const void* plan, const char* call, int64_t id, const plan::ExchangePlan& x,
               const transport::PlanExecutor& executor) {
   BASP_LOG(INFO, call, ": plan ", plan, " (id ", id, "): ", x.num_tensors(), " tensor(s), group size ", x.group_size,
-           ", ", x.local_sequences, " local sequence(s), path ", path_name(executor.plan_path()), ", workspace ",
-           executor.workspace_bytes(), " bytes, ", x.bytes_sent, " bytes sent per exchange",
+           ", ", x.local_sequences, " local sequence(s), path ", detail::path_name(executor.plan_path()),
+           ", workspace ", executor.workspace_bytes(), " bytes, ", x.bytes_sent, " bytes sent per exchange",
            x.replicated ? ", replicated heads" : "");
 }
 
@@ -255,7 +242,7 @@ void Plan::execute(bool scatter, int64_t tokens, const void* const* inputs, void
     }
   });
   BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",
-           path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
+           detail::path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
 }
 
 basp_plan_info_v1 Plan::info() const {
