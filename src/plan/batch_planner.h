@@ -22,12 +22,12 @@
 // The step's time is the max over groups. A group of K holds at most K * capacity tokens (position l holds
 // split_count(T, K, l) <= ceil(T/K)).
 //
-// The planner (batch_planner.cpp) compares the best plan of one group size for every K dividing N (documents by
-// plan::group_documents, members by place_groups) with a mixed plan (every long document in a group of its own
-// size, the short ones packed onto single ranks, sizes set by a bisection on the target time with a
-// placement-free estimate) and, for N <= 32, plans of G nearly equal groups for every G not dividing N, all
-// evaluated exactly after placement, and returns the lowest (ties: the uniform plan of the smallest K). Cost:
-// O(divisors(N) * (D log D + N log N) + D * sqrt(Hq) * 60).
+// The planner (batch_planner.cpp; the mixed plan in mixed_plan.cpp, the objective in batch_model.cpp) compares the best
+// plan of one group size for every K dividing N (documents by plan::group_documents, members by place_groups) with a
+// mixed plan (every long document in a group of its own size, the short ones packed onto single ranks, sizes set by a
+// bisection on the target time with a placement-free estimate) and, for N <= 32, plans of G nearly equal groups for
+// every G not dividing N, all evaluated exactly after placement, and returns the lowest (ties: the uniform plan of the
+// smallest K). Cost: O(divisors(N) * (D log D + N log N) + D * sqrt(Hq) * 60).
 #pragma once
 
 #include <cstdint>

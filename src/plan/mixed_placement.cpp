@@ -40,9 +40,8 @@ FreeSet::iterator largest(FreeSet& set) {
   return set.lower_bound({most, INT32_MIN});
 }
 
-}  // namespace
-
-std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input, const std::vector<int32_t>& sizes) {
+// Step 1: checks the world and the sizes (each positive, summing to N).
+void check_sizes(const PlacementInput& input, const std::vector<int32_t>& sizes) {
   const auto n = static_cast<int32_t>(input.ranks.size());
   BASP_CHECK_ARG(n > 0, "placement needs at least one rank");
   BASP_CHECK_ARG(!sizes.empty(), "sizes is empty");
@@ -52,9 +51,10 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
     sum += sizes[g];
   }
   BASP_CHECK_ARG(sum == n, "the sizes sum to ", sum, ", not the world size (", n, ")");
-  if (std::all_of(sizes.begin(), sizes.end(), [&](int32_t s) { return s == sizes.front(); })) {
-    return place_groups(input, static_cast<int32_t>(sizes.size()));  // checks the input too
-  }
+}
+
+// Step 2: checks every rank's GPU index against its node's link matrices (place_groups checks them for equal sizes).
+void check_machine(const PlacementInput& input) {
   for (size_t r = 0; r < input.ranks.size(); ++r) {
     const RankPlace& p = input.ranks[r];
     BASP_CHECK_ARG(p.gpu >= -1, "rank ", r, " has GPU index ", p.gpu, " (expected -1 or a local index)");
@@ -68,13 +68,15 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
                      it->second.num_gpus, " GPUs");
     }
   }
+}
 
-  // Domains and units (node inside domain), numbered in order of their lowest rank, as place_groups does.
+// Step 3: domains and units (node inside domain), numbered in order of their lowest rank, as place_groups does.
+std::vector<MixedUnit> make_units(const PlacementInput& input, int32_t& num_domains) {
   std::unordered_map<uint64_t, int32_t> fabric_domain, node_domain;
   std::map<std::pair<int32_t, uint64_t>, int32_t> unit_of;
-  int32_t num_domains = 0;
+  num_domains = 0;
   std::vector<MixedUnit> units;
-  for (int32_t r = 0; r < n; ++r) {
+  for (int32_t r = 0; r < static_cast<int32_t>(input.ranks.size()); ++r) {
     const RankPlace& p = input.ranks[static_cast<size_t>(r)];
     auto& table = p.domain != 0 ? fabric_domain : node_domain;
     auto d = table.emplace(p.domain != 0 ? p.domain : p.node, num_domains);
@@ -87,38 +89,62 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
     }
     units[static_cast<size_t>(u.first->second)].ranks.push_back(r);
   }
+  return units;
+}
 
-  FreeSet all;
-  std::vector<FreeSet> in_domain(static_cast<size_t>(num_domains));
-  std::set<std::pair<int64_t, int32_t>> domains;  // (free ranks, domain)
-  std::vector<int32_t> free(units.size());
-  std::vector<int64_t> domain_free(static_cast<size_t>(num_domains), 0);
-  for (size_t u = 0; u < units.size(); ++u) {
-    free[u] = static_cast<int32_t>(units[u].ranks.size());
-    all.emplace(free[u], static_cast<int32_t>(u));
-    in_domain[static_cast<size_t>(units[u].domain)].emplace(free[u], static_cast<int32_t>(u));
-    domain_free[static_cast<size_t>(units[u].domain)] += free[u];
-  }
-  for (int32_t d = 0; d < num_domains; ++d) domains.emplace(domain_free[static_cast<size_t>(d)], d);
-
-  auto take = [&](int32_t u, int32_t count, int32_t group) {
-    const auto su = static_cast<size_t>(u);
-    const int32_t dom = units[su].domain;
-    const auto sd = static_cast<size_t>(dom);
-    all.erase({free[su], u});
-    in_domain[sd].erase({free[su], u});
-    domains.erase({domain_free[sd], dom});
-    free[su] -= count;
-    domain_free[sd] -= count;
-    if (free[su] > 0) {
-      all.emplace(free[su], u);
-      in_domain[sd].emplace(free[su], u);
+// The free ranks of every unit and domain while groups are placed, and the rules that place one group.
+class FreeRanks {
+ public:
+  FreeRanks(std::vector<MixedUnit>& units, int32_t num_domains)
+      : units_(units),
+        in_domain_(static_cast<size_t>(num_domains)),
+        free_(units.size()),
+        domain_free_(static_cast<size_t>(num_domains), 0) {
+    for (size_t u = 0; u < units_.size(); ++u) {
+      free_[u] = static_cast<int32_t>(units_[u].ranks.size());
+      all_.emplace(free_[u], static_cast<int32_t>(u));
+      in_domain_[static_cast<size_t>(units_[u].domain)].emplace(free_[u], static_cast<int32_t>(u));
+      domain_free_[static_cast<size_t>(units_[u].domain)] += free_[u];
     }
-    if (domain_free[sd] > 0) domains.emplace(domain_free[sd], dom);
-    units[su].parts.emplace_back(count, group);
-  };
+    for (int32_t d = 0; d < num_domains; ++d) domains_.emplace(domain_free_[static_cast<size_t>(d)], d);
+  }
+
+  // Step 4 (per group): rule 1 (one node, best fit), else rule 2 (one domain, greedy), else rule 3 (greedy).
+  void place(int32_t k, int32_t g) {
+    auto fit = all_.lower_bound({k, INT32_MIN});
+    if (fit != all_.end()) {
+      take(fit->second, k, g);
+      return;
+    }
+    auto dom = domains_.lower_bound({k, INT32_MIN});
+    if (dom != domains_.end()) {
+      take_greedy(in_domain_[static_cast<size_t>(dom->second)], k, g);
+    } else {
+      take_greedy(all_, k, g);
+    }
+  }
+
+ private:
+  // `count` free ranks of unit u to `group`.
+  void take(int32_t u, int32_t count, int32_t group) {
+    const auto su = static_cast<size_t>(u);
+    const int32_t dom = units_[su].domain;
+    const auto sd = static_cast<size_t>(dom);
+    all_.erase({free_[su], u});
+    in_domain_[sd].erase({free_[su], u});
+    domains_.erase({domain_free_[sd], dom});
+    free_[su] -= count;
+    domain_free_[sd] -= count;
+    if (free_[su] > 0) {
+      all_.emplace(free_[su], u);
+      in_domain_[sd].emplace(free_[su], u);
+    }
+    if (domain_free_[sd] > 0) domains_.emplace(domain_free_[sd], dom);
+    units_[su].parts.emplace_back(count, group);
+  }
+
   // The greedy of rules 2 and 3 over one set of units.
-  auto take_greedy = [&](FreeSet& set, int32_t need, int32_t group) {
+  void take_greedy(FreeSet& set, int32_t need, int32_t group) {
     while (need > 0) {
       auto exact = set.lower_bound({need, INT32_MIN});
       int32_t u = 0;
@@ -135,26 +161,38 @@ std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input
       take(u, count, group);  // invalidates iterators of `set`
       need -= count;
     }
-  };
+  }
 
+  std::vector<MixedUnit>& units_;
+  FreeSet all_;
+  std::vector<FreeSet> in_domain_;
+  std::set<std::pair<int64_t, int32_t>> domains_;  // (free ranks, domain)
+  std::vector<int32_t> free_;
+  std::vector<int64_t> domain_free_;
+};
+
+// The group indices, largest first (ties: the earlier group).
+std::vector<int32_t> largest_first(const std::vector<int32_t>& sizes) {
   std::vector<int32_t> order(sizes.size());
   for (size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int32_t>(g);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sizes[a] > sizes[b]; });
-  for (const int32_t g : order) {
-    const int32_t k = sizes[static_cast<size_t>(g)];
-    auto fit = all.lower_bound({k, INT32_MIN});
-    if (fit != all.end()) {
-      take(fit->second, k, g);
-      continue;
-    }
-    auto dom = domains.lower_bound({k, INT32_MIN});
-    if (dom != domains.end()) {
-      take_greedy(in_domain[static_cast<size_t>(dom->second)], k, g);
-    } else {
-      take_greedy(all, k, g);
-    }
-  }
+  return order;
+}
 
+}  // namespace
+
+std::vector<std::vector<int32_t>> place_mixed_groups(const PlacementInput& input, const std::vector<int32_t>& sizes) {
+  check_sizes(input, sizes);
+  if (std::all_of(sizes.begin(), sizes.end(), [&](int32_t s) { return s == sizes.front(); })) {
+    return place_groups(input, static_cast<int32_t>(sizes.size()));  // checks the input too
+  }
+  check_machine(input);
+  int32_t num_domains = 0;
+  std::vector<MixedUnit> units = make_units(input, num_domains);
+  FreeRanks free(units, num_domains);
+  for (const int32_t g : largest_first(sizes)) free.place(sizes[static_cast<size_t>(g)], g);  // step 4
+
+  // Step 5: inside each node, partition_node splits the node's ranks into the parts of its groups.
   std::vector<NodeShare> shares;
   shares.reserve(units.size());
   for (MixedUnit& unit : units) shares.push_back(std::move(static_cast<NodeShare&>(unit)));

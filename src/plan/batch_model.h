@@ -1,0 +1,63 @@
+// The batch planner's traffic and time model of a group (batch_planner.h's objective), shared by the planners in
+// batch_planner.cpp and mixed_plan.cpp. Internal to the plan component: not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "plan/batch_planner.h"
+
+namespace basp::plan::batch_internal {
+
+using Lists = std::vector<std::vector<int32_t>>;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // a >= 0, b > 0
+
+// a * b for a, b > 0, saturating at INT64_MAX.
+inline int64_t saturating_mul(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
+}
+
+// The machine as dense ids: a rank's locality unit (its NVLink domain when it has one, else its node) and its
+// physical node (whose network link carries the cross-unit traffic). Ids in order of the lowest rank.
+struct Machine {
+  int32_t n = 0;
+  std::vector<int32_t> unit_of;
+  std::vector<int32_t> node_of;
+  int32_t num_units = 0;
+  int32_t num_nodes = 0;
+  int32_t unit_ranks = 1;  // the most common unit size (ties: the larger), for the placement-free estimate
+  int32_t node_ranks = 1;  // the same for physical nodes
+};
+
+Machine make_machine(const PlacementInput& in);
+
+// The byte model of batch_planner.h: bytes one rank exchanges with one peer, and the busiest rank's query share.
+double scatter_per_peer(const BatchProblem& p, int32_t k, int64_t tokens);
+double gather_per_peer(const BatchProblem& p, int32_t k, int64_t tokens);
+double share(const BatchProblem& p, int32_t k);
+
+// The attention work of a list of documents: its tokens, sum L^2 and sum L.
+struct Work {
+  int64_t tokens = 0;
+  double sum_sq = 0;
+  double sum = 0;
+};
+
+Work work_of(const BatchProblem& p, const std::vector<int32_t>& docs);
+
+// The exact objective: each group's scatter + attention + gather with the given membership (see batch_planner.h).
+std::vector<double> group_times(const BatchProblem& p, const Machine& m, const Lists& members, const Lists& docs);
+
+// The placement-free estimate the planner sizes groups with: a group of k spans units of m.unit_ranks ranks whole
+// (its ranks' other peers are remote) and alone on its nodes' links.
+double estimate(const BatchProblem& p, const Machine& m, int32_t k, int64_t tokens, double sum_sq, double sum);
+
+// The largest element of v, 0 when empty.
+double max_of(const std::vector<double>& v);
+
+// The document indices, longest first (ties: the lower index).
+std::vector<int32_t> longest_first(const BatchProblem& p);
+
+}  // namespace basp::plan::batch_internal
