@@ -30,6 +30,120 @@ void check_documents(int32_t num_groups, const int64_t* lengths, int32_t num_doc
   }
 }
 
+// Documents left, longest first (ties: lower index).
+std::vector<int32_t> longest_first(const int64_t* lengths, const std::vector<int32_t>& docs) {
+  std::vector<int32_t> left = docs;
+  std::sort(left.begin(), left.end(),
+            [&](int32_t a, int32_t b) { return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b; });
+  return left;
+}
+
+// The bins' indices, the roomiest first (ties: lower index).
+std::vector<int32_t> roomiest_first(const std::vector<int64_t>& room) {
+  std::vector<int32_t> bins(room.size());
+  std::iota(bins.begin(), bins.end(), 0);
+  std::stable_sort(bins.begin(), bins.end(), [&](int32_t a, int32_t b) { return room[a] > room[b]; });
+  return bins;
+}
+
+// The subset sums as bitsets over 0..r tokens: row i = the sums the first i documents of `left` make.
+class SubsetSums {
+ public:
+  // Only the empty subset yet; `snaps` is the caller's scratch, reused across bins.
+  SubsetSums(std::vector<uint64_t>& snaps, int64_t r) : snaps_(snaps), r_(r), words_(static_cast<size_t>(r / 64) + 1) {
+    snaps_.assign(words_, 0);
+    snaps_[0] = 1;  // the empty subset
+  }
+
+  // Whether the first i documents make the sum s.
+  bool bit(size_t i, int64_t s) const {
+    return (snaps_[i * words_ + static_cast<size_t>(s / 64)] >> static_cast<unsigned>(s % 64)) & 1u;
+  }
+
+  // Folds the documents of `left` in, in order, until r is reached or none is left; returns how many it folded.
+  size_t fold(const int64_t* lengths, const std::vector<int32_t>& left) {
+    size_t used = 0;  // documents folded in
+    while (used < left.size() && !bit(used, r_)) {
+      fold_one(used, lengths[left[used]]);
+      ++used;
+    }
+    return used;
+  }
+
+ private:
+  // Row used + 1 = row used, or'ed with itself shifted by a document of l tokens (bits above r dropped).
+  void fold_one(size_t used, int64_t l) {
+    const uint64_t last_mask = ~uint64_t{0} >> (63 - static_cast<unsigned>(r_ % 64));  // bits 0..r of the last word
+    snaps_.resize((used + 2) * words_);
+    const uint64_t* cur = snaps_.data() + used * words_;
+    uint64_t* next = snaps_.data() + (used + 1) * words_;
+    const auto shift_words = static_cast<size_t>(l / 64);
+    const auto shift_bits = static_cast<unsigned>(l % 64);
+    for (size_t w = 0; w < words_; ++w) {
+      uint64_t shifted = 0;
+      if (w >= shift_words) {
+        const size_t src = w - shift_words;
+        shifted = cur[src] << shift_bits;
+        if (shift_bits != 0 && src > 0) shifted |= cur[src - 1] >> (64 - shift_bits);
+      }
+      next[w] = cur[w] | shifted;
+    }
+    next[words_ - 1] &= last_mask;
+  }
+
+  std::vector<uint64_t>& snaps_;
+  int64_t r_;
+  size_t words_;
+};
+
+// Moves into `bin` the documents of the largest sum up to r that the first `used` documents of `left` make.
+void take_largest_sum(const int64_t* lengths, const SubsetSums& sums, size_t used, int64_t r,
+                      std::vector<int32_t>& left, std::vector<int32_t>& bin, std::vector<char>& taken) {
+  int64_t s = r;
+  while (!sums.bit(used, s)) --s;
+  // Back from the last document: one that the sum can do without is left out, so the longer ones are kept.
+  taken.assign(left.size(), 0);
+  for (size_t i = used; i-- > 0 && s > 0;) {
+    if (sums.bit(i, s)) continue;
+    taken[i] = 1;
+    bin.push_back(left[i]);
+    s -= lengths[left[i]];
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < left.size(); ++i) {
+    if (!taken[i]) left[kept++] = left[i];
+  }
+  left.resize(kept);
+}
+
+// Fills one bin of r tokens from `left`: the longest document that fits, then the fullest subset of the rest.
+// False when the subset sums would cost more than `budget` cells.
+bool fill_one_bin(const int64_t* lengths, int64_t r, std::vector<int32_t>& left, std::vector<int32_t>& bin,
+                  int64_t& budget, std::vector<uint64_t>& snaps, std::vector<char>& taken) {
+  // The longest document that fits anchors the bin.
+  const auto anchor = std::find_if(left.begin(), left.end(), [&](int32_t d) { return lengths[d] <= r; });
+  if (anchor == left.end()) return true;
+  bin.push_back(*anchor);
+  r -= lengths[*anchor];
+  left.erase(anchor);
+  int64_t rest = 0;
+  for (const int32_t d : left) rest += lengths[d];  // bounded by the caller's checked total
+  if (rest <= r) {                                  // everything left fits
+    bin.insert(bin.end(), left.begin(), left.end());
+    left.clear();
+    return true;
+  }
+  if (r == 0) return true;
+  const int64_t cells =
+      r > budget / static_cast<int64_t>(left.size()) ? budget + 1 : r * static_cast<int64_t>(left.size());
+  if (cells > budget) return false;
+  budget -= cells;
+  SubsetSums sums(snaps, r);
+  const size_t used = sums.fold(lengths, left);
+  take_largest_sum(lengths, sums, used, r, left, bin, taken);
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int64_t* lengths, int32_t num_docs,
@@ -73,81 +187,16 @@ std::vector<std::vector<int32_t>> group_documents(int32_t num_groups, const int6
 
 bool fill_bins(const int64_t* lengths, const std::vector<int32_t>& docs, const std::vector<int64_t>& room,
                std::vector<std::vector<int32_t>>& out, int64_t& budget) {
-  // Documents left, longest first (ties: lower index).
-  std::vector<int32_t> left = docs;
-  std::sort(left.begin(), left.end(),
-            [&](int32_t a, int32_t b) { return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b; });
-  std::vector<int32_t> bins(room.size());
-  std::iota(bins.begin(), bins.end(), 0);
-  std::stable_sort(bins.begin(), bins.end(), [&](int32_t a, int32_t b) { return room[a] > room[b]; });
+  std::vector<int32_t> left = longest_first(lengths, docs);
+  const std::vector<int32_t> bins = roomiest_first(room);
   out.assign(room.size(), {});
-  // The subset sums as bitsets over 0..r tokens: snaps[i] = the sums the first i documents of `left` make.
-  std::vector<uint64_t> snaps;
+  std::vector<uint64_t> snaps;  // scratch of fill_one_bin, kept across bins
   std::vector<char> taken;
   for (const int32_t b : bins) {
     if (left.empty()) break;
-    int64_t r = room[static_cast<size_t>(b)];
-    auto& bin = out[static_cast<size_t>(b)];
-    // The longest document that fits anchors the bin.
-    const auto anchor = std::find_if(left.begin(), left.end(), [&](int32_t d) { return lengths[d] <= r; });
-    if (anchor == left.end()) continue;
-    bin.push_back(*anchor);
-    r -= lengths[*anchor];
-    left.erase(anchor);
-    int64_t rest = 0;
-    for (const int32_t d : left) rest += lengths[d];  // bounded by the caller's checked total
-    if (rest <= r) {                                  // everything left fits
-      bin.insert(bin.end(), left.begin(), left.end());
-      left.clear();
-      break;
+    if (!fill_one_bin(lengths, room[static_cast<size_t>(b)], left, out[static_cast<size_t>(b)], budget, snaps, taken)) {
+      return false;
     }
-    if (r == 0) continue;
-    const int64_t cells =
-        r > budget / static_cast<int64_t>(left.size()) ? budget + 1 : r * static_cast<int64_t>(left.size());
-    if (cells > budget) return false;
-    budget -= cells;
-    const size_t words = static_cast<size_t>(r / 64) + 1;
-    const uint64_t last_mask = ~uint64_t{0} >> (63 - static_cast<unsigned>(r % 64));  // bits 0..r of the last word
-    snaps.assign(words, 0);
-    snaps[0] = 1;     // the empty subset
-    size_t used = 0;  // documents folded in
-    auto bit = [&](size_t i, int64_t s) {
-      return (snaps[i * words + static_cast<size_t>(s / 64)] >> static_cast<unsigned>(s % 64)) & 1u;
-    };
-    while (used < left.size() && !bit(used, r)) {
-      const int64_t l = lengths[left[used]];
-      snaps.resize((used + 2) * words);
-      const uint64_t* cur = snaps.data() + used * words;
-      uint64_t* next = snaps.data() + (used + 1) * words;
-      const auto shift_words = static_cast<size_t>(l / 64);
-      const auto shift_bits = static_cast<unsigned>(l % 64);
-      for (size_t w = 0; w < words; ++w) {
-        uint64_t shifted = 0;
-        if (w >= shift_words) {
-          const size_t src = w - shift_words;
-          shifted = cur[src] << shift_bits;
-          if (shift_bits != 0 && src > 0) shifted |= cur[src - 1] >> (64 - shift_bits);
-        }
-        next[w] = cur[w] | shifted;
-      }
-      next[words - 1] &= last_mask;
-      ++used;
-    }
-    int64_t s = r;
-    while (!bit(used, s)) --s;
-    // Back from the last document: one that the sum can do without is left out, so the longer ones are kept.
-    taken.assign(left.size(), 0);
-    for (size_t i = used; i-- > 0 && s > 0;) {
-      if (bit(i, s)) continue;
-      taken[i] = 1;
-      bin.push_back(left[i]);
-      s -= lengths[left[i]];
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < left.size(); ++i) {
-      if (!taken[i]) left[kept++] = left[i];
-    }
-    left.resize(kept);
   }
   if (!left.empty()) return false;
   for (auto& bin : out) std::sort(bin.begin(), bin.end());
