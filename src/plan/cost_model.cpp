@@ -160,6 +160,113 @@ void check_exportable(const char* name, const std::string& text) {
                  text.size(), " characters) does not fit a line of ", kMaxLine, " characters");
 }
 
+using Coefficients = std::array<double, kNumExchange>;  // a0, a1, beta_node, beta_network
+
+// Checks the samples and base's coefficients; returns base's coefficients.
+Coefficients checked_base(const std::vector<CostSample>& samples, const CostModel& base) {
+  BASP_CHECK_ARG(!samples.empty(), "fit_exchange: no samples (need at least one measured exchange)");
+  for (size_t i = 0; i < samples.size(); ++i) check_sample(samples[i], i);
+  const Coefficients base_values = {base.a0, base.a1, base.beta_node, base.beta_network};
+  for (int j = 0; j < kNumExchange; ++j) {
+    BASP_CHECK_ARG(std::isfinite(base_values[j]) && base_values[j] >= 0.0, "fit_exchange: base.", kExchangeNames[j],
+                   " (", base_values[j], ") must be finite and 0 or more");
+  }
+  return base_values;
+}
+
+// The weighted design matrix, one column per coefficient: row i divided by seconds_i.
+std::vector<std::vector<double>> weighted_design(const std::vector<CostSample>& samples) {
+  const size_t n = samples.size();
+  std::vector<std::vector<double>> raw(kNumExchange, std::vector<double>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const double w = 1.0 / samples[i].seconds;
+    raw[0][i] = w;
+    raw[1][i] = (samples[i].k - 1) * w;
+    raw[2][i] = samples[i].node_bytes * w;
+    raw[3][i] = samples[i].network_bytes * w;
+    // Only absurd samples get here (seconds below 1e-308, or bytes over 1e308 times seconds): refused rather than
+    // silently leaving a coefficient at base's value.
+    BASP_CHECK_ARG(std::isfinite(raw[0][i]) && std::isfinite(raw[2][i]) && std::isfinite(raw[3][i]), "samples[", i,
+                   "].seconds (", samples[i].seconds, ") is too small for its bytes (node ", samples[i].node_bytes,
+                   ", network ", samples[i].network_bytes, "): bytes per second overflow a double");
+  }
+  return raw;
+}
+
+// `raw` scaled to unit norm (unscaled when its norm is 0 or not finite); `scale` = its norm.
+std::vector<double> scaled_column(const std::vector<double>& raw, double& scale) {
+  scale = norm_of(raw);
+  std::vector<double> column = raw;
+  if (scale > 0.0 && std::isfinite(scale)) {
+    for (double& x : column) x /= scale;
+  }
+  return column;
+}
+
+// The coefficients the samples can fit: those with bytes, and a1 only when the samples have more than one K.
+std::array<bool, kNumExchange> free_columns(const std::vector<CostSample>& samples, const Coefficients& scale) {
+  std::array<bool, kNumExchange> free{};
+  for (int j = 0; j < kNumExchange; ++j) free[j] = scale[j] > 0.0 && std::isfinite(scale[j]);  // no bytes: base's
+  bool one_k = true;
+  for (const auto& s : samples) one_k = one_k && s.k == samples[0].k;
+  if (one_k) free[1] = false;  // a1 is not separable from a0 with a single K: keep base's a1, fit a0
+  return free;
+}
+
+// Weighted target 1 (seconds_i / seconds_i) less the fixed coefficients' part.
+std::vector<double> fixed_target(const std::vector<std::vector<double>>& raw,
+                                 const std::array<bool, kNumExchange>& free, const Coefficients& value) {
+  const size_t n = raw[0].size();
+  std::vector<double> y(n, 1.0);
+  for (int j = 0; j < kNumExchange; ++j) {
+    if (free[j] || value[j] == 0.0) continue;
+    for (size_t i = 0; i < n; ++i) y[i] -= value[j] * raw[j][i];
+  }
+  return y;
+}
+
+// The index in z of its most negative value, or -1 when none is negative (ties: the first).
+int most_negative_of(const std::vector<double>& z) {
+  int most_negative = -1;
+  for (size_t c = 0; c < z.size(); ++c) {
+    if (z[c] < 0.0 && (most_negative < 0 || z[c] < z[static_cast<size_t>(most_negative)])) {
+      most_negative = static_cast<int>(c);
+    }
+  }
+  return most_negative;
+}
+
+// Fits the free columns with the others fixed; a dependent column keeps base's value, a negative one is fixed at 0
+// and the rest fitted again (an active set that only grows: at most four rounds).
+void fit_active_set(const std::vector<std::vector<double>>& raw, const std::vector<std::vector<double>>& columns,
+                    const Coefficients& scale, const Coefficients& base_values, std::array<bool, kNumExchange>& free,
+                    Coefficients& value) {
+  for (int round = 0; round <= kNumExchange; ++round) {
+    std::vector<int> cols;
+    for (int j = 0; j < kNumExchange; ++j) {
+      if (free[j]) cols.push_back(j);
+    }
+    if (cols.empty()) break;
+    const std::vector<double> y = fixed_target(raw, free, value);
+    std::vector<double> z;
+    int dependent = -1;
+    if (!solve_least_squares(columns, cols, y, z, dependent)) {
+      free[dependent] = false;
+      value[dependent] = base_values[dependent];
+      continue;
+    }
+    const int most_negative = most_negative_of(z);
+    if (most_negative >= 0) {
+      const int j = cols[static_cast<size_t>(most_negative)];
+      free[j] = false;
+      value[j] = 0.0;
+      continue;
+    }
+    for (size_t c = 0; c < cols.size(); ++c) value[cols[c]] = z[c] / scale[cols[c]];
+    break;
+  }
+}
+
 }  // namespace
 
 // Rough figures, orders of magnitude rather than measurements, for a planner that runs before any calibration:
@@ -187,83 +294,16 @@ CostModel default_cost_model() {
 // orders of magnitude with a roughly constant relative noise, and an unweighted fit would let the largest
 // exchanges' noise swamp a0 and a1. Noise-free samples give the same answer either way.
 CostModel fit_exchange(const std::vector<CostSample>& samples, const CostModel& base) {
-  BASP_CHECK_ARG(!samples.empty(), "fit_exchange: no samples (need at least one measured exchange)");
-  for (size_t i = 0; i < samples.size(); ++i) check_sample(samples[i], i);
-  const std::array<double, kNumExchange> base_values = {base.a0, base.a1, base.beta_node, base.beta_network};
-  for (int j = 0; j < kNumExchange; ++j) {
-    BASP_CHECK_ARG(std::isfinite(base_values[j]) && base_values[j] >= 0.0, "fit_exchange: base.", kExchangeNames[j],
-                   " (", base_values[j], ") must be finite and 0 or more");
-  }
-
-  const size_t n = samples.size();
-  // The weighted design matrix, one column per coefficient: row i divided by seconds_i.
-  std::vector<std::vector<double>> raw(kNumExchange, std::vector<double>(n));
-  for (size_t i = 0; i < n; ++i) {
-    const double w = 1.0 / samples[i].seconds;
-    raw[0][i] = w;
-    raw[1][i] = (samples[i].k - 1) * w;
-    raw[2][i] = samples[i].node_bytes * w;
-    raw[3][i] = samples[i].network_bytes * w;
-    // Only absurd samples get here (seconds below 1e-308, or bytes over 1e308 times seconds): refused rather than
-    // silently leaving a coefficient at base's value.
-    BASP_CHECK_ARG(std::isfinite(raw[0][i]) && std::isfinite(raw[2][i]) && std::isfinite(raw[3][i]), "samples[", i,
-                   "].seconds (", samples[i].seconds, ") is too small for its bytes (node ", samples[i].node_bytes,
-                   ", network ", samples[i].network_bytes, "): bytes per second overflow a double");
-  }
+  const Coefficients base_values = checked_base(samples, base);
+  const std::vector<std::vector<double>> raw = weighted_design(samples);
   // Columns scaled to unit norm, so that the rank test and the pivots compare like with like.
-  std::array<double, kNumExchange> scale{};
+  Coefficients scale{};
   std::vector<std::vector<double>> columns(kNumExchange);
-  for (int j = 0; j < kNumExchange; ++j) {
-    scale[j] = norm_of(raw[j]);
-    columns[j] = raw[j];
-    if (scale[j] > 0.0 && std::isfinite(scale[j])) {
-      for (double& x : columns[j]) x /= scale[j];
-    }
-  }
+  for (int j = 0; j < kNumExchange; ++j) columns[j] = scaled_column(raw[j], scale[j]);
 
-  std::array<double, kNumExchange> value = base_values;
-  std::array<bool, kNumExchange> free{};
-  for (int j = 0; j < kNumExchange; ++j) free[j] = scale[j] > 0.0 && std::isfinite(scale[j]);  // no bytes: base's
-  bool one_k = true;
-  for (const auto& s : samples) one_k = one_k && s.k == samples[0].k;
-  if (one_k) free[1] = false;  // a1 is not separable from a0 with a single K: keep base's a1, fit a0
-
-  // Fit the free columns with the others fixed; a dependent column keeps base's value, a negative one is fixed at 0
-  // and the rest fitted again (an active set that only grows: at most four rounds).
-  for (int round = 0; round <= kNumExchange; ++round) {
-    std::vector<int> cols;
-    for (int j = 0; j < kNumExchange; ++j) {
-      if (free[j]) cols.push_back(j);
-    }
-    if (cols.empty()) break;
-    // Weighted target 1 (seconds_i / seconds_i) less the fixed coefficients' part.
-    std::vector<double> y(n, 1.0);
-    for (int j = 0; j < kNumExchange; ++j) {
-      if (free[j] || value[j] == 0.0) continue;
-      for (size_t i = 0; i < n; ++i) y[i] -= value[j] * raw[j][i];
-    }
-    std::vector<double> z;
-    int dependent = -1;
-    if (!solve_least_squares(columns, cols, y, z, dependent)) {
-      free[dependent] = false;
-      value[dependent] = base_values[dependent];
-      continue;
-    }
-    int most_negative = -1;
-    for (size_t c = 0; c < cols.size(); ++c) {
-      if (z[c] < 0.0 && (most_negative < 0 || z[c] < z[static_cast<size_t>(most_negative)])) {
-        most_negative = static_cast<int>(c);
-      }
-    }
-    if (most_negative >= 0) {
-      const int j = cols[static_cast<size_t>(most_negative)];
-      free[j] = false;
-      value[j] = 0.0;
-      continue;
-    }
-    for (size_t c = 0; c < cols.size(); ++c) value[cols[c]] = z[c] / scale[cols[c]];
-    break;
-  }
+  Coefficients value = base_values;
+  std::array<bool, kNumExchange> free = free_columns(samples, scale);
+  fit_active_set(raw, columns, scale, base_values, free, value);
   for (int j = 0; j < kNumExchange; ++j) {
     BASP_CHECK_ARG(std::isfinite(value[j]), "fit_exchange: the samples give ", kExchangeNames[j], " = ", value[j],
                    " (bytes or seconds too far apart for a double)");
