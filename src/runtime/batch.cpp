@@ -27,11 +27,8 @@ class Fingerprint {
 // The most sequence-side tokens a rank of a group of k holds: the first position's share (tensor_split).
 int64_t tokens_per_rank(int64_t tokens, int32_t k) { return detail::split_count(tokens, k, 0); }
 
-}  // namespace
-
-BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& spec, int32_t world_size,
-                            int64_t capacity) {
-  const bool thd = spec.thd();
+// The checks of the batch's counts and pointers, before any is read through.
+void check_batch_fields(const basp_batch_v1& b, bool thd, int32_t world_size) {
   BASP_CHECK_ARG(b.num_groups >= 1 && b.num_groups <= world_size, "batch->num_groups (", b.num_groups,
                  ") must be in 1..", world_size, " (the comm's ranks)");
   BASP_CHECK_ARG(b.num_docs >= 0, "batch->num_docs (", b.num_docs, ") must not be negative");
@@ -46,8 +43,10 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
                    "batch->docs and batch->lengths must be NULL for a BSHD or SBHD plan (its sequences all have the "
                    "plan's seq_len)");
   }
-  BatchDescription out;
-  Fingerprint fp;
+}
+
+// Adds the exchange spec, the world size and the number of groups to the fingerprint.
+void add_spec(Fingerprint& fp, const plan::ExchangeSpec& spec, int32_t world_size, int32_t num_groups) {
   for (int64_t v : {int64_t{spec.layout}, int64_t{spec.dtype}, spec.seq_len, spec.head_dim,
                     static_cast<int64_t>(spec.num_heads.size())}) {
     fp.add(v);
@@ -57,8 +56,11 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
     fp.add(spec.split_heads[t]);
   }
   fp.add(world_size);
-  fp.add(b.num_groups);
-  // The membership: a partition of 0..N-1.
+  fp.add(num_groups);
+}
+
+// Reads the membership into out.members: checked to be a partition of 0..N-1.
+void read_membership(const basp_batch_v1& b, int32_t world_size, Fingerprint& fp, BatchDescription& out) {
   std::vector<int32_t> group_of(static_cast<size_t>(world_size), -1);
   int64_t listed = 0;
   for (int32_t g = 0; g < b.num_groups; ++g) {
@@ -83,6 +85,61 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
   }
   BASP_CHECK_ARG(listed == world_size, "batch->group_sizes sum to ", listed, ", not to the comm's ", world_size,
                  " ranks: the groups must partition them");
+}
+
+// Reads group g of a BSHD or SBHD batch: its count of sequences of seq_len tokens, checked against the capacity.
+void read_group_sequences(const basp_batch_v1& b, int32_t g, int64_t seq_len, int64_t capacity, Fingerprint& fp,
+                          BatchDescription& out) {
+  const int32_t n = b.group_docs[g];
+  const int32_t k = b.group_sizes[g];
+  out.counts.push_back(n);
+  out.doc_lengths.emplace_back();
+  BASP_CHECK_ARG(capacity <= 0 || n * tokens_per_rank(seq_len, k) <= capacity, "batch: group ", g, " (", k, " ranks, ",
+                 n, " sequences of ", seq_len, " tokens) puts ", n * tokens_per_rank(seq_len, k),
+                 " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
+  fp.add(n);
+}
+
+// Reads group g of a THD batch, its documents from position docs_listed of batch->docs: their lengths and its
+// stream's tokens, checked against the capacity; `seen` marks the documents already listed.
+void read_group_documents(const basp_batch_v1& b, int32_t g, int64_t docs_listed, int64_t capacity,
+                          std::vector<bool>& seen, Fingerprint& fp, BatchDescription& out) {
+  const int32_t n = b.group_docs[g];
+  const int32_t k = b.group_sizes[g];
+  std::vector<int64_t> lengths;
+  int64_t tokens = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t at = docs_listed + i;
+    const int32_t d = b.docs != nullptr ? b.docs[at] : static_cast<int32_t>(at);
+    BASP_CHECK_ARG(d >= 0 && d < b.num_docs, "batch->docs[", at, "] (", d, ") is outside 0..", b.num_docs - 1);
+    BASP_CHECK_ARG(!seen[static_cast<size_t>(d)], "batch->docs lists document ", d,
+                   " twice: each document belongs to one group");
+    seen[static_cast<size_t>(d)] = true;
+    const int64_t len = b.lengths[d];
+    BASP_CHECK_ARG(len > 0, "batch->lengths[", d, "] (", len, ") must be positive");
+    lengths.push_back(len);
+    tokens += len;
+    fp.add(d);
+    fp.add(len);
+  }
+  BASP_CHECK_ARG(capacity <= 0 || tokens_per_rank(tokens, k) <= capacity, "batch: group ", g, " (", k,
+                 " ranks, a stream of ", tokens, " tokens) puts ", tokens_per_rank(tokens, k),
+                 " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
+  fp.add(-2);
+  out.counts.push_back(tokens);
+  out.doc_lengths.push_back(std::move(lengths));
+}
+
+}  // namespace
+
+BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& spec, int32_t world_size,
+                            int64_t capacity) {
+  const bool thd = spec.thd();
+  check_batch_fields(b, thd, world_size);
+  BatchDescription out;
+  Fingerprint fp;
+  add_spec(fp, spec, world_size, b.num_groups);
+  read_membership(b, world_size, fp, out);
   // The documents or sequences of each group.
   int64_t docs_listed = 0;
   std::vector<bool> seen(thd ? static_cast<size_t>(b.num_docs) : 0, false);
@@ -91,41 +148,12 @@ BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& sp
     BASP_CHECK_ARG(n >= (thd ? 0 : 1) && docs_listed + n <= b.num_docs, "batch->group_docs[", g, "] (", n,
                    thd ? ") must not be negative" : ") must be positive (a BSHD or SBHD group holds sequences)",
                    ", and the counts must sum to num_docs (", b.num_docs, ")");
-    const int32_t k = b.group_sizes[g];
-    if (!thd) {
-      out.counts.push_back(n);
-      out.doc_lengths.emplace_back();
-      BASP_CHECK_ARG(capacity <= 0 || n * tokens_per_rank(spec.seq_len, k) <= capacity, "batch: group ", g, " (", k,
-                     " ranks, ", n, " sequences of ", spec.seq_len, " tokens) puts ",
-                     n * tokens_per_rank(spec.seq_len, k), " tokens on a rank, more than the comm's batch_capacity (",
-                     capacity, ")");
-      fp.add(n);
-      docs_listed += n;
-      continue;
+    if (thd) {
+      read_group_documents(b, g, docs_listed, capacity, seen, fp, out);
+    } else {
+      read_group_sequences(b, g, spec.seq_len, capacity, fp, out);
     }
-    std::vector<int64_t> lengths;
-    int64_t tokens = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      const int64_t at = docs_listed + i;
-      const int32_t d = b.docs != nullptr ? b.docs[at] : static_cast<int32_t>(at);
-      BASP_CHECK_ARG(d >= 0 && d < b.num_docs, "batch->docs[", at, "] (", d, ") is outside 0..", b.num_docs - 1);
-      BASP_CHECK_ARG(!seen[static_cast<size_t>(d)], "batch->docs lists document ", d,
-                     " twice: each document belongs to one group");
-      seen[static_cast<size_t>(d)] = true;
-      const int64_t len = b.lengths[d];
-      BASP_CHECK_ARG(len > 0, "batch->lengths[", d, "] (", len, ") must be positive");
-      lengths.push_back(len);
-      tokens += len;
-      fp.add(d);
-      fp.add(len);
-    }
-    BASP_CHECK_ARG(capacity <= 0 || tokens_per_rank(tokens, k) <= capacity, "batch: group ", g, " (", k,
-                   " ranks, a stream of ", tokens, " tokens) puts ", tokens_per_rank(tokens, k),
-                   " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
-    fp.add(-2);
     docs_listed += n;
-    out.counts.push_back(tokens);
-    out.doc_lengths.push_back(std::move(lengths));
   }
   BASP_CHECK_ARG(docs_listed == b.num_docs, "batch->group_docs sum to ", docs_listed, ", not to num_docs (", b.num_docs,
                  ")");
