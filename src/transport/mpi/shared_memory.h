@@ -64,6 +64,19 @@ class SharedMemory {
   };
   static void unmap(Region& r);
   void publish(std::unique_ptr<Region> region);
+  // The steps of allocate (shared_memory.cpp).
+  // This rank's part, mapped: a memfd when the group is on one node (`have_fd` says it worked), else anonymous
+  // memory. A failed mapping fails on every rank of the group.
+  static std::unique_ptr<Region> map_own(const CollectiveScope& group, int position, int k, size_t bytes, bool one_node,
+                                         bool* have_fd, const detail::Deadline& deadline, const char* call);
+  // The region of the part of the rank at `owner`, mapped at `mapped` in this process.
+  static std::unique_ptr<Region> peer_region(int owner, uint64_t base, uint64_t size, void* mapped);
+  // Whether every rank mapped every part (ok: this rank did); unmaps this rank's regions when the check fails.
+  static bool agree_on_mapping(const CollectiveScope& group, int ok, Region& mine,
+                               std::vector<std::unique_ptr<Region>>& peers, const detail::Deadline& deadline,
+                               const char* call);
+  // Numbers the allocation and publishes this rank's region and, when every rank mapped every part, its peers'.
+  void publish_allocation(std::unique_ptr<Region> mine, std::vector<std::unique_ptr<Region>> peers, bool all_ok);
 
   std::mutex writers_;  // allocate and release, one at a time
   std::atomic<Region*> head_{nullptr};
