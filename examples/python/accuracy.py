@@ -206,11 +206,42 @@ def corpus_files(root: str) -> List[str]:
     return sorted(n for n in names if os.path.isfile(os.path.join(root, n)))
 
 
-def load_corpus(root: str) -> bytes:
+def load_corpus(root: str, revision: Optional[str] = None) -> bytes:
+    """The training text: the corpus files of the working tree, or, with `revision`, of that commit (read with git,
+    so that later edits of the repository do not change it; None when git or the commit is missing)."""
+    if revision is not None:
+        return _corpus_at(root, revision)
     parts = []
     for name in corpus_files(root):
         with open(os.path.join(root, name), "rb") as f:
             parts.append(f.read())
+    return b"".join(parts)
+
+
+def _corpus_at(root: str, revision: str) -> Optional[bytes]:
+    """The regular files with the corpus suffixes in `revision`'s tree, sorted by path and concatenated, as
+    corpus_files and load_corpus take them from a checkout of that commit; None without git or the commit."""
+    try:
+        tree = subprocess.run(["git", "-C", root, "ls-tree", "-r", "-z", revision], check=True,
+                              capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    names = []
+    for entry in tree.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, name = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[1] == "blob" and fields[0] != "120000" and name.endswith(SUFFIXES):
+            names.append(name)
+    names.sort()
+    request = "".join("%s:%s\n" % (revision, n) for n in names).encode("utf-8", "surrogateescape")
+    out = subprocess.run(["git", "-C", root, "cat-file", "--batch"], input=request, check=True,
+                         capture_output=True).stdout
+    parts, at = [], 0
+    for _ in names:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        parts.append(out[header_end + 1:header_end + 1 + size])
+        at = header_end + 1 + size + 1
     return b"".join(parts)
 
 
