@@ -11,6 +11,7 @@
 #include "basp/basp.h"
 #include "capi/guard.h"
 #include "capi/handles.h"
+#include "common/direction.h"
 #include "common/error.h"
 #include "common/split.h"
 #include "common/status_name.h"
@@ -218,26 +219,30 @@ basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info) {
 
 basp_status_t basp_scatter(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream) {
   return guarded(__func__, [&] {
-    basp::capi::plan_ref(plan, "plan")->execute(true, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
+    basp::capi::plan_ref(plan, "plan")
+        ->execute(basp::Direction::kScatter, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
   });
 }
 
 basp_status_t basp_gather(basp_plan_t plan, const void* const* inputs, void* const* outputs, void* stream) {
   return guarded(__func__, [&] {
-    basp::capi::plan_ref(plan, "plan")->execute(false, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
+    basp::capi::plan_ref(plan, "plan")
+        ->execute(basp::Direction::kGather, basp::runtime::Plan::kPlanTokens, inputs, outputs, stream);
   });
 }
 
 basp_status_t basp_scatter_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs, void* const* outputs,
                                   void* stream) {
-  return guarded(__func__,
-                 [&] { basp::capi::plan_ref(plan, "plan")->execute(true, num_tokens, inputs, outputs, stream); });
+  return guarded(__func__, [&] {
+    basp::capi::plan_ref(plan, "plan")->execute(basp::Direction::kScatter, num_tokens, inputs, outputs, stream);
+  });
 }
 
 basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, const void* const* inputs, void* const* outputs,
                                  void* stream) {
-  return guarded(__func__,
-                 [&] { basp::capi::plan_ref(plan, "plan")->execute(false, num_tokens, inputs, outputs, stream); });
+  return guarded(__func__, [&] {
+    basp::capi::plan_ref(plan, "plan")->execute(basp::Direction::kGather, num_tokens, inputs, outputs, stream);
+  });
 }
 
 basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs) {

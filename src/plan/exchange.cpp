@@ -70,10 +70,11 @@ int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, int6
          g.seq_rows(owner) * g.dim_bytes() * before;
 }
 
-int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, bool scatter) const {
+int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, Direction direction) const {
   const layout::Geometry g = at(t, tokens);
   const int64_t base = region_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)];
-  if (scatter) return base + g.seq_rows(owner) * g.dim_bytes() * held_before_[static_cast<size_t>(t)][j];
+  if (direction == Direction::kScatter)
+    return base + g.seq_rows(owner) * g.dim_bytes() * held_before_[static_cast<size_t>(t)][j];
   return base + g.head_row_bytes(owner) * g.b_loc * g.tok_begin(j);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "common/direction.h"
 #include "layout/geometry.h"
 
 namespace basp::plan {
@@ -54,10 +55,10 @@ struct ExchangePlan {
   int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const;
   int64_t workspace_bytes(int32_t owner) const { return workspace_base_[static_cast<size_t>(owner)].back(); }
 
-  // The staging region of the staged path on position `owner` (sized at capacity), per tensor: in a scatter the
-  // owner's chunks for every position (its own slot unused), in a gather the rows of every position's tokens of the
-  // owner's head-sharded input. Byte offset of tensor t's chunk for position j.
-  int64_t region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, bool scatter) const;
+  // The staging region of the staged path on position `owner` (sized at capacity), per tensor and direction: in a
+  // scatter the owner's chunks for every position (its own slot unused), in a gather the rows of every position's
+  // tokens of the owner's head-sharded input. Byte offset of tensor t's chunk for position j.
+  int64_t region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, Direction direction) const;
   int64_t region_bytes(int32_t owner) const { return region_base_[static_cast<size_t>(owner)].back(); }
 
   // Built by make_exchange_plan.

@@ -157,13 +157,13 @@ double median_execute(transport::BatchTransport& transport, void* stream, Plan& 
   const auto out = transport.buffer(info.head_sharded_elems[0]);
   const void* ins[1] = {in->get()};
   void* outs[1] = {out->get()};
-  plan.execute(true, Plan::kPlanTokens, ins, outs, stream);  // warm-up
+  plan.execute(Direction::kScatter, Plan::kPlanTokens, ins, outs, stream);  // warm-up
   transport.finish(stream);
   std::vector<double> times;
   for (int32_t i = 0; i < repeats; ++i) {
     synchronise(transport.world(), n, deadline);
     const auto t0 = std::chrono::steady_clock::now();
-    plan.execute(true, Plan::kPlanTokens, ins, outs, stream);
+    plan.execute(Direction::kScatter, Plan::kPlanTokens, ins, outs, stream);
     transport.finish(stream);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

@@ -100,8 +100,9 @@ void Plan::confirm_made(const std::exception_ptr& unmade) {
   }
 }
 
-int64_t Plan::call_tokens(const char* op, int64_t tokens) const {
+int64_t Plan::call_tokens(Direction direction, int64_t tokens) const {
   const plan::ExchangeSpec& spec = exchange_.spec;
+  const char* op = direction_name(direction);
   if (spec.thd() && batch_) {
     BASP_CHECK_ARG(tokens == kPlanTokens || tokens == -1 || tokens == batch_tokens_, op, ": num_tokens (", tokens,
                    ") must be -1 or the stream of the batch plan's group (", batch_tokens_, ")");
@@ -146,12 +147,13 @@ void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
   executor_->set_documents(fp.value() == 0 ? 1 : fp.value());
 }
 
-void Plan::check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs,
+void Plan::check_buffers(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
                          void* stream) {
+  const char* op = direction_name(direction);
   BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
   BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
   const int32_t n = exchange_.num_tensors();
-  const bool scatter = op[0] == 's';
+  const bool scatter = direction == Direction::kScatter;
   // Bytes of tensor t on this rank: its sequence-sharded and head-sharded sides.
   auto in_bytes = [&](int32_t t) {
     const layout::Geometry g = exchange_.at(t, tokens);
@@ -191,14 +193,15 @@ void Plan::check_buffers(const char* op, int64_t tokens, const void* const* inpu
                  "dtype ", plan::dtype_name(exchange_.spec.dtype),
                  " cannot be summed (FP16, BF16, FP32 and FP64 can); scatter works for every dtype");
   }
-  if (check_pointers_) check_memory_kinds(op, inputs, outputs);
+  if (check_pointers_) check_memory_kinds(direction, inputs, outputs);
 }
 
 // Memory the backend cannot reach: device memory on MPI (when the build knows CUDA), host memory on NCCL. Asked
 // once per new set of pointers: training loops pass the same buffers step after step, and the query is a driver
 // call per pointer. An address keeps its kind while it is allocated, and a freed range is reused only by an
 // allocation of the same kind (host and device ranges are disjoint in CUDA's unified address space).
-void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs) {
+void Plan::check_memory_kinds(Direction direction, const void* const* inputs, void* const* outputs) {
+  const char* op = direction_name(direction);
   const int32_t n = exchange_.num_tensors();
   bool same = checked_valid_;
   for (int32_t t = 0; t < n && same; ++t) {
@@ -220,27 +223,21 @@ void Plan::check_memory_kinds(const char* op, const void* const* inputs, void* c
 
 // A rank whose arguments fail the checks still tells its group (transport::PlanExecutor::fail), so that the peers
 // fail at once instead of waiting for it until their timeout; then it throws its own error.
-void Plan::execute(bool scatter, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
+void Plan::execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
   check_usable();
-  const char* op = scatter ? "scatter" : "gather";
+  const char* op = direction_name(direction);
   int64_t call = tokens;
   try {
-    call = call_tokens(op, tokens);
+    call = call_tokens(direction, tokens);
     BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
                    ") is not the stream's length in the document boundaries set (", documents_tokens_,
                    "): call basp_plan_set_documents for this step's documents");
-    check_buffers(op, call, inputs, outputs, stream);
+    check_buffers(direction, call, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
-    comm_->collective([&] { executor_->fail(scatter, call, own); });
+    comm_->collective([&] { executor_->fail(direction, call, own); });
   }
-  comm_->collective([&] {
-    if (scatter) {
-      executor_->scatter(call, inputs, outputs, stream);
-    } else {
-      executor_->gather(call, inputs, outputs, stream);
-    }
-  });
+  comm_->collective([&] { executor_->execute(direction, call, inputs, outputs, stream); });
   BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",
            detail::path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "common/direction.h"
 #include "plan/exchange.h"
 #include "runtime/comm.h"
 #include "transport/transport.h"
@@ -36,7 +37,7 @@ class Plan {
   // The token count basp_scatter/basp_gather pass: the plan's own (not allowed for THD).
   static constexpr int64_t kPlanTokens = INT64_MIN;
   // A scatter or gather of `tokens` tokens (basp_scatter_tokens; kPlanTokens from basp_scatter).
-  void execute(bool scatter, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
+  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
   void set_documents(const int64_t* cu_seqlens, int32_t num_docs);
   // basp_plan_query's answer.
@@ -44,9 +45,10 @@ class Plan {
 
  private:
   void confirm_made(const std::exception_ptr& unmade);
-  int64_t call_tokens(const char* op, int64_t tokens) const;
-  void check_buffers(const char* op, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
-  void check_memory_kinds(const char* op, const void* const* inputs, void* const* outputs);
+  int64_t call_tokens(Direction direction, int64_t tokens) const;
+  void check_buffers(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+                     void* stream);
+  void check_memory_kinds(Direction direction, const void* const* inputs, void* const* outputs);
 
   std::shared_ptr<Comm> comm_;
   plan::ExchangePlan exchange_;

@@ -17,6 +17,7 @@
 
 #include "basp/basp.h"
 #include "common/deadline.h"
+#include "common/direction.h"
 #include "plan/exchange.h"
 #include "topology/rank_locality.h"
 #include "transport/bootstrap.h"
@@ -60,16 +61,22 @@ struct PlanContext {
 class PlanExecutor {
  public:
   virtual ~PlanExecutor() = default;
-  // inputs/outputs hold one pointer per tensor of the plan, already validated (runtime/plan.h); `tokens` is the
-  // call's token count per sequence (THD: of the group's stream; else the plan's seq_len), at most the plan's;
-  // `stream` is backend-specific (NULL for MPI).
-  virtual void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) = 0;
-  virtual void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) = 0;
-  // A scatter (or gather) this rank cannot make: its own checks of its arguments failed with `own`. A backend whose
-  // exchanges talk before moving data tells the group, so that the peers fail at once instead of waiting for this
-  // rank; then (or at once, elsewhere) it throws `own`.
-  [[noreturn]] virtual void fail(bool scatter, int64_t tokens, const std::exception_ptr& own) {
-    (void)scatter;
+  // One scatter or gather (`direction`). inputs/outputs hold one pointer per tensor of the plan, already validated
+  // (runtime/plan.h); `tokens` is the call's token count per sequence (THD: of the group's stream; else the plan's
+  // seq_len), at most the plan's; `stream` is backend-specific (NULL for MPI).
+  virtual void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+                       void* stream) = 0;
+  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
+    execute(Direction::kScatter, tokens, inputs, outputs, stream);
+  }
+  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
+    execute(Direction::kGather, tokens, inputs, outputs, stream);
+  }
+  // An execute this rank cannot make: its own checks of its arguments failed with `own`. A backend whose exchanges
+  // talk before moving data tells the group, so that the peers fail at once instead of waiting for this rank; then
+  // (or at once, elsewhere) it throws `own`.
+  [[noreturn]] virtual void fail(Direction direction, int64_t tokens, const std::exception_ptr& own) {
+    (void)direction;
     (void)tokens;
     std::rethrow_exception(own);
   }

@@ -38,10 +38,10 @@ int64_t witness_grace_ms(const detail::Deadline& deadline) {
 
 }  // namespace
 
-const char* op_name(int32_t op) {
-  return op == static_cast<int32_t>(Op::kScatter)  ? "basp_scatter"
-         : op == static_cast<int32_t>(Op::kGather) ? "basp_gather"
-                                                   : "an unknown operation";
+const char* direction_call(int32_t direction) {
+  return direction == static_cast<int32_t>(Direction::kScatter)  ? "basp_scatter"
+         : direction == static_cast<int32_t>(Direction::kGather) ? "basp_gather"
+                                                                 : "an unknown operation";
 }
 
 ControlChannel::ControlChannel(MPI_Comm comm, GroupSpec group) : comm_(comm), group_(std::move(group)) {
@@ -124,9 +124,9 @@ PlanControl::~PlanControl() {
   if (sends_pinned_) detail::keep_forever(send_);
 }
 
-void PlanControl::begin(Op op, int64_t tokens, uint64_t documents) {
+void PlanControl::begin(Direction direction, int64_t tokens, uint64_t documents) {
   ++call_;
-  op_ = op;
+  direction_ = direction;
   tokens_ = tokens;
   documents_ = documents;
   rounds_ = 0;
@@ -175,7 +175,7 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   ControlMessage& m = *send_;
   m.plan = plan_id_;
   m.call = call_;
-  m.op = static_cast<int32_t>(op_);
+  m.direction = static_cast<int32_t>(direction_);
   m.round = round;
   m.flags = flags | (channel_.concurrent() ? kFlagConcurrent : 0u);
   m.count = count;
@@ -270,11 +270,11 @@ void PlanControl::finish_sends(const detail::Deadline& deadline, const char* ste
 
 void PlanControl::check_round(int32_t j, Round round) const {
   const ControlMessage& m = recv_[static_cast<size_t>(j)];
-  BASP_CHECK(m.plan == plan_id_ && m.call == call_ && m.op == static_cast<int32_t>(op_) && m.round == round,
-             BASP_ERROR_INTERNAL, "control round ", static_cast<int>(round), " of plan #", plan_id_, " (exchange #",
-             call_, ") in ", group_.where, " got world rank ", group_.members[static_cast<size_t>(j)],
-             "'s message of plan #", m.plan, " (exchange #", m.call, ", round ", m.round,
-             "): the group is out of step");
+  BASP_CHECK(
+      m.plan == plan_id_ && m.call == call_ && m.direction == static_cast<int32_t>(direction_) && m.round == round,
+      BASP_ERROR_INTERNAL, "control round ", static_cast<int>(round), " of plan #", plan_id_, " (exchange #", call_,
+      ") in ", group_.where, " got world rank ", group_.members[static_cast<size_t>(j)], "'s message of plan #", m.plan,
+      " (exchange #", m.call, ", round ", m.round, "): the group is out of step");
 }
 
 void PlanControl::check_arrivals() {
@@ -291,8 +291,9 @@ void PlanControl::check_arrivals() {
   }
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
-    if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ || m.op != static_cast<int32_t>(op_) ||
-        m.tokens != tokens_ || m.documents != documents_ || (m.flags & kFlagFailed)) {
+    if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ ||
+        m.direction != static_cast<int32_t>(direction_) || m.tokens != tokens_ || m.documents != documents_ ||
+        (m.flags & kFlagFailed)) {
       report_mismatch();
     }
   }
@@ -316,7 +317,7 @@ void PlanControl::report_mismatch() const {
   bool batch_differs = false;  // batch plans made from different batch descriptions
   for (int32_t j = 0; j < k_; ++j) batch_differs = batch_differs || recv_[static_cast<size_t>(j)].batch != batch_;
   auto describe = [&](const ControlMessage& m) {
-    std::string out = op_name(m.op);
+    std::string out = direction_call(m.direction);
     if (batch_differs) {
       char fp[32];
       std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(m.batch));

@@ -26,12 +26,13 @@
 
 #include "basp/basp.h"
 #include "common/deadline.h"
+#include "common/direction.h"
 #include "transport/transport.h"
 
 namespace basp::transport::mpi {
 
-enum class Op : int32_t { kScatter = 1, kGather = 2 };
-const char* op_name(int32_t op);
+// The entry point of a direction as a control message carries it (its Direction value).
+const char* direction_call(int32_t direction);
 
 enum Round : int32_t {
   kArrive = 1,  // every exchange's first round: the exchange itself, and the addresses the path needs
@@ -44,9 +45,9 @@ constexpr uint32_t kFlagStaged = 2;      // staged path: the sender filled its s
 constexpr uint32_t kFlagFailed = 4;      // the sender's own checks of its arguments failed (`status`): no exchange
 
 struct ControlMessage {
-  int64_t plan = -1;  // the plan's id in its comm
-  int64_t call = -1;  // the plan's exchange count
-  int32_t op = 0;
+  int64_t plan = -1;      // the plan's id in its comm
+  int64_t call = -1;      // the plan's exchange count
+  int32_t direction = 0;  // a Direction value (1 scatter, 2 gather)
   int32_t round = 0;
   uint32_t flags = 0;
   int32_t count = 0;                            // addresses used
@@ -117,7 +118,7 @@ class PlanControl {
 
   // Around every exchange of `tokens` tokens per sequence (THD: of the stream; part of what must match).
   // rollback() before end(): the exchange did not happen (a mismatch).
-  void begin(Op op, int64_t tokens, uint64_t documents = 0);
+  void begin(Direction direction, int64_t tokens, uint64_t documents = 0);
   void rollback();
   void end();
 
@@ -163,7 +164,7 @@ class PlanControl {
   const int32_t k_;
   const int32_t me_;
   int64_t call_ = -1;
-  Op op_ = Op::kScatter;
+  Direction direction_ = Direction::kScatter;
   int64_t tokens_ = -1;
   uint64_t documents_ = 0;
   int32_t rounds_ = 0;

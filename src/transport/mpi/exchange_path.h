@@ -29,14 +29,14 @@ namespace basp::transport::mpi {
 
 // One scatter or gather as the executor hands it to the path.
 struct Exchange {
-  Op op;
+  Direction direction;
   int64_t tokens;                // tokens per sequence of this call (THD: of the stream)
   const layout::Geometry* geom;  // per tensor, at `tokens`
   const void* const* inputs;
   void* const* outputs;
   const detail::Deadline& deadline;
 
-  bool scatter() const { return op == Op::kScatter; }
+  bool scatter() const { return direction == Direction::kScatter; }
   // The head-sharded side of tensor t: the scatter's output, the gather's input; and the sequence-sharded side.
   const void* head(int32_t t) const { return scatter() ? outputs[t] : inputs[t]; }
   const void* seq(int32_t t) const { return scatter() ? inputs[t] : outputs[t]; }

@@ -84,11 +84,8 @@ class MpiExecutor final : public PlanExecutor {
   const PathContext& path_context() const { return context_; }
   void set_path(std::unique_ptr<ExchangePath> path) { path_ = std::move(path); }
 
-  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
-    run(Op::kScatter, tokens, inputs, outputs);
-  }
-  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
-    run(Op::kGather, tokens, inputs, outputs);
+  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
+    run(direction, tokens, inputs, outputs);
   }
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
   void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
@@ -96,16 +93,17 @@ class MpiExecutor final : public PlanExecutor {
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
 
-  [[noreturn]] void fail(bool scatter, int64_t tokens, const std::exception_ptr& own) override {
+  [[noreturn]] void fail(Direction direction, int64_t tokens, const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(scatter ? Op::kScatter : Op::kGather, tokens, documents_);
+    control_.begin(direction, tokens, documents_);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
-                             scatter ? "the arrival of the group's ranks at basp_scatter (this rank's checks failed)"
-                                     : "the arrival of the group's ranks at basp_gather (this rank's checks failed)");
+                             direction == Direction::kScatter
+                                 ? "the arrival of the group's ranks at basp_scatter (this rank's checks failed)"
+                                 : "the arrival of the group's ranks at basp_gather (this rank's checks failed)");
     } catch (...) {
       last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
       control_.end();
@@ -137,13 +135,13 @@ class MpiExecutor final : public PlanExecutor {
     std::atomic<bool>* busy_;
   };
 
-  void run(Op op, int64_t tokens, const void* const* inputs, void* const* outputs) {
-    const detail::TraceRange range(op == Op::kScatter ? "basp:scatter" : "basp:gather");
+  void run(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs) {
+    const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);
-    const Exchange x{op, tokens, geom_.data(), inputs, outputs, deadline};
-    control_.begin(op, tokens, documents_);
+    const Exchange x{direction, tokens, geom_.data(), inputs, outputs, deadline};
+    control_.begin(direction, tokens, documents_);
     try {
       last_path_.store(path_->run(x), std::memory_order_relaxed);
     } catch (const detail::Error& e) {

@@ -31,20 +31,30 @@ using paths::LocalCopyPath;
 // What the ranks of a group compare when BASP_CHECK_EXCHANGES=1: the same on every rank for one exchange.
 struct ExchangeCall {
   int64_t plan_id = 0;
-  uint64_t plan = 0;  // fingerprint of the plan's geometry
-  int64_t scatter = 0;
+  uint64_t plan = 0;      // fingerprint of the plan's geometry
+  int64_t direction = 0;  // a Direction value
   int64_t tokens = 0;
   uint64_t documents = 0;
   bool operator==(const ExchangeCall& o) const {
-    return plan_id == o.plan_id && plan == o.plan && scatter == o.scatter && tokens == o.tokens &&
+    return plan_id == o.plan_id && plan == o.plan && direction == o.direction && tokens == o.tokens &&
            documents == o.documents;
   }
 };
 
 std::string describe(const ExchangeCall& c) {
-  return std::string(c.scatter ? "basp_scatter" : "basp_gather") + " of plan " + std::to_string(c.plan_id) +
+  return std::string(direction_call(static_cast<Direction>(c.direction))) + " of plan " + std::to_string(c.plan_id) +
          " (fingerprint " + std::to_string(c.plan) + ") of " + std::to_string(c.tokens) + " tokens" +
          (c.documents != 0 ? " with document boundaries " + std::to_string(c.documents) : std::string());
+}
+
+// One execute of `path` in `direction`.
+void enqueue_exchange(DevicePath& path, Direction direction, int64_t tokens, const void* const* inputs,
+                      void* const* outputs, ncclComm_t comm, cudaStream_t stream) {
+  if (direction == Direction::kScatter) {
+    path.scatter(tokens, inputs, outputs, comm, stream);
+  } else {
+    path.gather(tokens, inputs, outputs, comm, stream);
+  }
 }
 
 uint64_t plan_fingerprint(const plan::ExchangePlan& plan) {
@@ -96,28 +106,26 @@ class NcclExecutor final : public PlanExecutor {
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return 0; }
 
-  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
+  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+               void* stream) override {
     run(
-        "basp_scatter", true, tokens,
-        [&](ncclComm_t comm, cudaStream_t s) { path_->scatter(tokens, inputs, outputs, comm, s); }, stream);
-  }
-  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
-    run(
-        "basp_gather", false, tokens,
-        [&](ncclComm_t comm, cudaStream_t s) { path_->gather(tokens, inputs, outputs, comm, s); }, stream);
+        direction, tokens,
+        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, tokens, inputs, outputs, comm, s); },
+        stream);
   }
   void set_documents(uint64_t fingerprint) override { call_.documents = fingerprint; }
 
  private:
   // The deadline (exchange_watch.h) around the enqueue, and the agreement of BASP_CHECK_EXCHANGES before it.
   template <typename F>
-  void run(const char* op, bool scatter, int64_t tokens, F&& enqueue, void* stream) {
-    const detail::TraceRange range(scatter ? "basp:scatter" : "basp:gather");
+  void run(Direction direction, int64_t tokens, F&& enqueue, void* stream) {
+    const char* op = direction_call(direction);
+    const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     ncclComm_t comm = comm_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     DeviceScope scope(comm_->device());
     const bool captured = watch_ ? watch_->before(s, /*ordered=*/false, op) : false;
-    if (check_ && !captured) agree(op, scatter, tokens);
+    if (check_ && !captured) agree(direction, tokens);
     try {
       enqueue(comm, s);
     } catch (const detail::Error&) {
@@ -130,9 +138,10 @@ class NcclExecutor final : public PlanExecutor {
 
   // BASP_CHECK_EXCHANGES=1: a host-side all-gather of every rank's call before anything is enqueued. Blocks the
   // calling thread until the group's ranks arrive (up to the comm's timeout).
-  void agree(const char* op, bool scatter, int64_t tokens) {
+  void agree(Direction direction, int64_t tokens) {
+    const char* op = direction_call(direction);
     ExchangeCall mine = call_;
-    mine.scatter = scatter ? 1 : 0;
+    mine.direction = static_cast<int64_t>(direction);
     mine.tokens = tokens;
     const auto k = static_cast<size_t>(plan_.group_size);
     std::vector<ExchangeCall> all(k);
@@ -197,14 +206,11 @@ class NcclBatchExecutor final : public PlanExecutor {
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return 0; }
 
-  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
+  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+               void* stream) override {
     run(
-        "basp_scatter", true,
-        [&](ncclComm_t comm, cudaStream_t s) { path_->scatter(tokens, inputs, outputs, comm, s); }, stream);
-  }
-  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) override {
-    run(
-        "basp_gather", false, [&](ncclComm_t comm, cudaStream_t s) { path_->gather(tokens, inputs, outputs, comm, s); },
+        direction,
+        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, tokens, inputs, outputs, comm, s); },
         stream);
   }
   // Document boundaries set on the plan (basp_plan_set_documents) travel in the tag.
@@ -212,8 +218,9 @@ class NcclBatchExecutor final : public PlanExecutor {
 
  private:
   template <typename F>
-  void run(const char* op, bool scatter, F&& enqueue, void* stream) {
-    const detail::TraceRange range(scatter ? "basp:scatter" : "basp:gather");
+  void run(Direction direction, F&& enqueue, void* stream) {
+    const char* op = direction_call(direction);
+    const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     ncclComm_t comm = world_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     shared_->claim(op);
@@ -229,7 +236,7 @@ class NcclBatchExecutor final : public PlanExecutor {
       // Which execute of the plan this is, and which operation: a peer on another one (a scatter against a gather,
       // one execute behind) is found like a peer on another plan.
       layout::cuda::ExchangeTag tag = tag_;
-      tag.call = 2 * executes_ + (scatter ? 1 : 0);
+      tag.call = 2 * executes_ + (direction == Direction::kScatter ? 1 : 0);
       general_->set_tag(tag);
     }
     try {
