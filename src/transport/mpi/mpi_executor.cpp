@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/trace.h"
+#include "transport/executor_base.h"
 #include "transport/mpi/cma.h"
 #include "transport/mpi/exchange_path.h"
 #include "transport/mpi/mpi_util.h"
@@ -60,11 +61,11 @@ TransportWish agree_transport(const CollectiveScope& scope, const std::string& w
   return {wants[0], -wants[1]};
 }
 
-class MpiExecutor final : public PlanExecutor {
+class MpiExecutor final : public ExecutorBase<ExchangePath> {
  public:
   MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
               std::shared_ptr<SharedMemory> memory)
-      : plan_(plan), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
+      : ExecutorBase(plan), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &channel.group();
@@ -73,7 +74,11 @@ class MpiExecutor final : public PlanExecutor {
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
   MpiExecutor(const plan::ExchangePlan& plan, const BatchGroup& batch, ControlChannel& world, WorkspacePool& pool,
               std::atomic<bool>* busy)
-      : plan_(plan), group_(batch.group), control_(world, batch), timeout_ms_(batch.group.timeout_ms), busy_(busy) {
+      : ExecutorBase(plan),
+        group_(batch.group),
+        control_(world, batch),
+        timeout_ms_(batch.group.timeout_ms),
+        busy_(busy) {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &group_;
@@ -87,11 +92,7 @@ class MpiExecutor final : public PlanExecutor {
   void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
     run(direction, tokens, inputs, outputs);
   }
-  int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
   void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
-  basp_path_t plan_path() const override { return path_->id(); }
-  basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
-  int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
 
   [[noreturn]] void fail(Direction direction, int64_t tokens, const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
@@ -105,12 +106,12 @@ class MpiExecutor final : public PlanExecutor {
                                  ? "the arrival of the group's ranks at basp_scatter (this rank's checks failed)"
                                  : "the arrival of the group's ranks at basp_gather (this rank's checks failed)");
     } catch (...) {
-      last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+      set_last_rounds(control_.rounds());
       control_.end();
       throw;
     }
     control_.rollback();
-    last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+    set_last_rounds(control_.rounds());
     control_.end();
     std::rethrow_exception(own);
   }
@@ -143,30 +144,26 @@ class MpiExecutor final : public PlanExecutor {
     const Exchange x{direction, tokens, geom_.data(), inputs, outputs, deadline};
     control_.begin(direction, tokens, documents_);
     try {
-      last_path_.store(path_->run(x), std::memory_order_relaxed);
+      set_last_path(path_->run(x));
     } catch (const detail::Error& e) {
       // A mismatched exchange did not happen, on any rank: its call number is taken back everywhere.
       if (e.status() == BASP_ERROR_MISMATCH) control_.rollback();
-      last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+      set_last_rounds(control_.rounds());
       control_.end();
       throw;
     } catch (...) {
       control_.end();
       throw;
     }
-    last_rounds_.store(control_.rounds(), std::memory_order_relaxed);
+    set_last_rounds(control_.rounds());
     control_.end();
   }
 
-  plan::ExchangePlan plan_;
   GroupSpec group_;                                      // a batch plan's group (positions -> world ranks)
   std::array<layout::Geometry, BASP_MAX_TENSORS> geom_;  // the current call's
   PlanControl control_;
   PathContext context_;
   int64_t timeout_ms_;
-  std::unique_ptr<ExchangePath> path_;
-  std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
-  std::atomic<int32_t> last_rounds_{0};
   uint64_t documents_ = 0;             // set between executes (runtime::Plan), never during one
   std::atomic<bool>* busy_ = nullptr;  // batch plans: the comm's "a batch plan executes" flag
 };

@@ -14,6 +14,7 @@
 #include "common/rank_list.h"
 #include "common/trace.h"
 #include "layout/cuda/pack_kernels.h"
+#include "transport/executor_base.h"
 #include "transport/nccl/exchange_watch.h"
 #include "transport/nccl/nccl_batch.h"
 #include "transport/nccl/nccl_paths.h"
@@ -73,10 +74,10 @@ uint64_t plan_fingerprint(const plan::ExchangePlan& plan) {
   return f.value();
 }
 
-class NcclExecutor final : public PlanExecutor {
+class NcclExecutor final : public ExecutorBase<DevicePath> {
  public:
   NcclExecutor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan, ExecutorOptions options)
-      : comm_(std::move(comm)), plan_(plan) {
+      : ExecutorBase(plan), comm_(std::move(comm)) {
     if (options.local_copy_when_alone && plan_.group_size == 1) {
       path_ = std::make_unique<LocalCopyPath>(plan_);
     } else {
@@ -100,11 +101,6 @@ class NcclExecutor final : public PlanExecutor {
     exchange->missing = "a rank of " + where_ + " is not in it (another plan or operation, or none)";
     exchange_ = std::move(exchange);
   }
-
-  int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
-  basp_path_t plan_path() const override { return path_->id(); }
-  basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
-  int32_t last_control_rounds() const override { return 0; }
 
   void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
                void* stream) override {
@@ -133,7 +129,7 @@ class NcclExecutor final : public PlanExecutor {
       throw;
     }
     if (watch_) watch_->after(s, captured, exchange_);
-    last_path_.store(path_->id(), std::memory_order_relaxed);
+    set_last_path(path_->id());
   }
 
   // BASP_CHECK_EXCHANGES=1: a host-side all-gather of every rank's call before anything is enqueued. Blocks the
@@ -156,25 +152,22 @@ class NcclExecutor final : public PlanExecutor {
   }
 
   std::shared_ptr<GroupComm> comm_;
-  plan::ExchangePlan plan_;
-  std::unique_ptr<DevicePath> path_;
   std::shared_ptr<ExchangeWatch> watch_;
   std::shared_ptr<const ExchangeWatch::Exchange> exchange_;
   bool check_ = false;
   ExchangeCall call_;
   std::string where_;
   int64_t timeout_ms_ = BASP_DEFAULT_TIMEOUT_MS;
-  std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};  // read by basp_plan_query from any thread
 };
 
 // A batch plan's executor (nccl_batch.h): the local copy for a group of one, else the general path over the
 // world communicator, wired to the comm's pool; every execute claims the comm's batch executes, fails with what an
 // earlier exchange found, and orders itself after the previous one on the device.
-class NcclBatchExecutor final : public PlanExecutor {
+class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
  public:
   NcclBatchExecutor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
                     const plan::ExchangePlan& plan, const BatchGroup& group)
-      : world_(std::move(world)), shared_(std::move(shared)), plan_(plan) {
+      : ExecutorBase(plan), world_(std::move(world)), shared_(std::move(shared)) {
     auto info = std::make_shared<BatchGroupInfo>();
     info->batch_id = group.batch_id;
     info->where = group.group.where;
@@ -200,11 +193,6 @@ class NcclBatchExecutor final : public PlanExecutor {
     general_ = general.get();
     path_ = std::move(general);
   }
-
-  int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
-  basp_path_t plan_path() const override { return path_->id(); }
-  basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
-  int32_t last_control_rounds() const override { return 0; }
 
   void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
                void* stream) override {
@@ -248,18 +236,15 @@ class NcclBatchExecutor final : public PlanExecutor {
     }
     if (exchanges) shared_->after(s, captured, group_);
     ++executes_;
-    last_path_.store(path_->id(), std::memory_order_relaxed);
+    set_last_path(path_->id());
   }
 
   std::shared_ptr<GroupComm> world_;
   std::shared_ptr<BatchShared> shared_;
-  plan::ExchangePlan plan_;
   std::shared_ptr<const BatchGroupInfo> group_;
-  std::unique_ptr<DevicePath> path_;
   GeneralPath* general_ = nullptr;  // path_ when the group exchanges
   layout::cuda::ExchangeTag tag_;   // without `call`, set per execute
   int64_t executes_ = 0;            // enqueued executes of this plan (counted once enqueued whole)
-  std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};
 };
 
 }  // namespace
