@@ -189,7 +189,7 @@ std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const b
     }
     spec.seq_len = std::max<int64_t>(description.counts[static_cast<size_t>(g)], 1);
   }
-  transport::BatchGroup group;
+  transport::GroupInBatch group;
   const auto& members = description.members[static_cast<size_t>(g)];
   group.group.index = g;
   group.group.members = members;

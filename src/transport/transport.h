@@ -46,7 +46,7 @@ struct GroupSpec {
 GroupSpec world_spec(const GroupSpec& spec);
 
 // One batch plan's group, seen from one of its ranks: made locally from a membership every rank computes alike.
-struct BatchGroup {
+struct GroupInBatch {
   GroupSpec group;           // members: world ranks by position; index: the group's index in the membership
   int64_t batch_id = 0;      // the comm's count of batch plans before this one: the same on every rank
   uint64_t fingerprint = 0;  // of the whole batch description: what every rank of the group must agree on
@@ -101,7 +101,7 @@ class BatchTransport {
   virtual ~BatchTransport() = default;
   // Not collective. The executor of `plan` (this rank's part of its group's exchange in the batch).
   virtual std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan,
-                                                            const BatchGroup& group) = 0;
+                                                            const GroupInBatch& group) = 0;
   // Host-side collectives over the whole world (calibration: basp_comm_calibrate).
   virtual Bootstrap& world() = 0;
 

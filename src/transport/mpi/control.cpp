@@ -105,7 +105,7 @@ PlanControl::PlanControl(ControlChannel& channel, int64_t plan_id)
       got_(static_cast<size_t>(k_), Got::kNothing),
       sends_(static_cast<size_t>(std::max(k_ - 1, 0)), MPI_REQUEST_NULL) {}
 
-PlanControl::PlanControl(ControlChannel& channel, const BatchGroup& batch)
+PlanControl::PlanControl(ControlChannel& channel, const GroupInBatch& batch)
     : channel_(channel),
       group_(batch_group_),
       batch_group_(batch.group),

@@ -111,7 +111,7 @@ class ControlChannel {
 class PlanControl {
  public:
   PlanControl(ControlChannel& channel, int64_t plan_id);
-  PlanControl(ControlChannel& channel, const BatchGroup& batch);
+  PlanControl(ControlChannel& channel, const GroupInBatch& batch);
   ~PlanControl();
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;

@@ -57,7 +57,8 @@ class MpiBatchTransport final : public BatchTransport {
 
   Bootstrap& world() override { return bootstrap_; }
 
-  std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override {
+  std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan,
+                                                    const GroupInBatch& group) override {
     return mpi::make_batch_executor(plan, group, locality_, staging_, control_, data_.get(), pool_, busy_);
   }
 

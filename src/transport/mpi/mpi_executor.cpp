@@ -72,7 +72,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.memory = std::move(memory);
   }
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
-  MpiExecutor(const plan::ExchangePlan& plan, const BatchGroup& batch, ControlChannel& world, WorkspacePool& pool,
+  MpiExecutor(const plan::ExchangePlan& plan, const GroupInBatch& batch, ControlChannel& world, WorkspacePool& pool,
               std::atomic<bool>* busy)
       : ExecutorBase(plan),
         group_(batch.group),
@@ -299,7 +299,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
   return out;
 }
 
-std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
+std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
                                                   ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
                                                   std::atomic<bool>& busy) {

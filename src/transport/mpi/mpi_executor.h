@@ -53,7 +53,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
 // on every rank of the group: K = 1: local; a group on one node with staging: staged (not when cma is forced); else
 // a group on one node where `locality` allows cma, its rows of 1 KiB and more (any size when forced): cma; else p2p
 // to the group's world ranks.
-std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& batch,
+std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
                                                   ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
                                                   std::atomic<bool>& busy);

@@ -155,7 +155,7 @@ void NcclBatchTransport::finish(void* stream) {
 }
 
 std::unique_ptr<PlanExecutor> NcclBatchTransport::make_batch_executor(const plan::ExchangePlan& plan,
-                                                                      const BatchGroup& group) {
+                                                                      const GroupInBatch& group) {
   return nccl::make_batch_executor(world_, shared_, plan, group);
 }
 

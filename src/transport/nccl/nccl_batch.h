@@ -92,7 +92,7 @@ class NcclBatchTransport final : public BatchTransport {
  public:
   // `world`: the comm's world communicator, already connected; `spec`: the world as one group (position = rank).
   NcclBatchTransport(std::shared_ptr<GroupComm> world, const GroupSpec& spec);
-  std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const BatchGroup& group) override;
+  std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& group) override;
   Bootstrap& world() override { return bootstrap_; }
   // Calibration's memory is device memory, its stream a private one; finish polls it against the comm's timeout.
   std::unique_ptr<Buffer> buffer(int64_t bytes) override;

@@ -166,7 +166,7 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
 class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
  public:
   NcclBatchExecutor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
-                    const plan::ExchangePlan& plan, const BatchGroup& group)
+                    const plan::ExchangePlan& plan, const GroupInBatch& group)
       : ExecutorBase(plan), world_(std::move(world)), shared_(std::move(shared)) {
     auto info = std::make_shared<BatchGroupInfo>();
     info->batch_id = group.batch_id;
@@ -255,7 +255,7 @@ std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, con
 }
 
 std::unique_ptr<PlanExecutor> make_batch_executor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
-                                                  const plan::ExchangePlan& plan, const BatchGroup& group) {
+                                                  const plan::ExchangePlan& plan, const GroupInBatch& group) {
   return std::make_unique<NcclBatchExecutor>(std::move(world), std::move(shared), plan, group);
 }
 

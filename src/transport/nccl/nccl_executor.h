@@ -40,6 +40,6 @@ std::unique_ptr<PlanExecutor> make_executor(std::shared_ptr<GroupComm> comm, con
 class BatchShared;
 // A batch plan's executor (nccl_batch.h): not collective, no communicator made; its workspace from `shared`'s pool.
 std::unique_ptr<PlanExecutor> make_batch_executor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
-                                                  const plan::ExchangePlan& plan, const BatchGroup& group);
+                                                  const plan::ExchangePlan& plan, const GroupInBatch& group);
 
 }  // namespace basp::transport::nccl
