@@ -62,16 +62,31 @@ int64_t align64(int64_t v) { return checked_add(v, 63, "workspace bytes") / 64 *
 
 }  // namespace
 
-int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const {
-  const layout::Geometry g = at(t, tokens);
+CallGeometry ExchangePlan::call(int64_t tokens, HeadRange heads) const {
+  BASP_CHECK(heads.whole(), BASP_ERROR_INTERNAL, "an execute over heads ", heads.first, "+", heads.count,
+             ": only the whole range is implemented");
+  CallGeometry c;
+  c.tokens = tokens;
+  c.heads = heads;
+  c.num_tensors = num_tensors();
+  for (int32_t t = 0; t < c.num_tensors; ++t) {
+    const auto i = static_cast<size_t>(t);
+    c.tensors[i] = at(t, tokens);
+    c.seq_bytes[i] = c.tensors[i].seq_tensor_bytes(position);
+    c.head_bytes[i] = c.tensors[i].head_tensor_bytes(position);
+  }
+  return c;
+}
+
+int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g) const {
   const auto& held = held_before_[static_cast<size_t>(t)];
   const int64_t before = held[static_cast<size_t>(j)] - (j > owner ? g.heads_of(owner) : 0);
   return workspace_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)] +
          g.seq_rows(owner) * g.dim_bytes() * before;
 }
 
-int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, Direction direction) const {
-  const layout::Geometry g = at(t, tokens);
+int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g,
+                                    Direction direction) const {
   const int64_t base = region_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)];
   if (direction == Direction::kScatter)
     return base + g.seq_rows(owner) * g.dim_bytes() * held_before_[static_cast<size_t>(t)][j];

@@ -3,6 +3,7 @@
 // workspaces and staging regions of the paths; the transports only follow it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,37 @@ struct ExchangeSpec {
 // Checks every field of the descriptor; the error names the field and the value.
 ExchangeSpec validate_spec(const basp_plan_desc_v1& desc);
 
+// A range of the heads an execute moves, in units of the group's head split (per tensor: of its split_heads, the
+// heads its split follows). The whole range, every head, is the only range executes move so far; the control
+// messages carry the range, so that ranks on different ranges of one exchange would be a mismatch.
+struct HeadRange {
+  int64_t first = 0;
+  int64_t count = -1;  // -1: through the last head
+  bool whole() const { return first == 0 && count < 0; }
+  bool operator==(const HeadRange& o) const { return first == o.first && count == o.count; }
+  bool operator!=(const HeadRange& o) const { return !(*this == o); }
+};
+
+// The geometry of one execute for one head range, derived once (ExchangePlan::call) and handed down to the
+// transport: its paths and the workspace offsets read it instead of deriving it again per tensor or per chunk.
+struct CallGeometry {
+  int64_t tokens = 0;  // per sequence (THD: of the stream)
+  HeadRange heads;
+  int32_t num_tensors = 0;
+  std::array<layout::Geometry, BASP_MAX_TENSORS> tensors{};  // at `tokens`
+  std::array<int64_t, BASP_MAX_TENSORS> seq_bytes{};         // this rank's sequence-sharded side of each tensor
+  std::array<int64_t, BASP_MAX_TENSORS> head_bytes{};        // this rank's head-sharded side of each tensor
+
+  const layout::Geometry& at(int32_t t) const { return tensors[static_cast<size_t>(t)]; }
+  // This rank's bytes of tensor t on the side an execute in `direction` reads (inputs) or writes (outputs).
+  int64_t input_bytes(Direction direction, int32_t t) const {
+    return direction == Direction::kScatter ? seq_bytes[static_cast<size_t>(t)] : head_bytes[static_cast<size_t>(t)];
+  }
+  int64_t output_bytes(Direction direction, int32_t t) const {
+    return direction == Direction::kScatter ? head_bytes[static_cast<size_t>(t)] : seq_bytes[static_cast<size_t>(t)];
+  }
+};
+
 struct ExchangePlan {
   ExchangeSpec spec;
   int32_t group_size = 0;       // K
@@ -49,16 +81,24 @@ struct ExchangePlan {
     return g;
   }
 
+  // The geometry of an execute of `tokens` tokens per sequence (THD: of the stream) over `heads`.
+  CallGeometry call(int64_t tokens, HeadRange heads = {}) const;
+
   // The packed workspace of the p2p and cma paths on position `owner` (sized at capacity): for each tensor, the
   // chunks of the owner's sequence side for every other position, in position order. Byte offset of tensor t's
-  // chunk for position j != owner in an execute of `tokens` tokens.
-  int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const;
+  // chunk for position j != owner in an execute whose tensor t has geometry `g` (CallGeometry::at), or of `tokens`
+  // tokens.
+  int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g) const;
+  int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const {
+    return workspace_offset(owner, t, j, at(t, tokens));
+  }
   int64_t workspace_bytes(int32_t owner) const { return workspace_base_[static_cast<size_t>(owner)].back(); }
 
   // The staging region of the staged path on position `owner` (sized at capacity), per tensor and direction: in a
   // scatter the owner's chunks for every position (its own slot unused), in a gather the rows of every position's
-  // tokens of the owner's head-sharded input. Byte offset of tensor t's chunk for position j.
-  int64_t region_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens, Direction direction) const;
+  // tokens of the owner's head-sharded input. Byte offset of tensor t's chunk for position j, in an execute whose
+  // tensor t has geometry `g`.
+  int64_t region_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g, Direction direction) const;
   int64_t region_bytes(int32_t owner) const { return region_base_[static_cast<size_t>(owner)].back(); }
 
   // Built by make_exchange_plan.

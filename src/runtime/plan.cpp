@@ -147,22 +147,16 @@ void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
   executor_->set_documents(fp.value() == 0 ? 1 : fp.value());
 }
 
-void Plan::check_buffers(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
-                         void* stream) {
+void Plan::check_buffers(Direction direction, const plan::CallGeometry& call, const void* const* inputs,
+                         void* const* outputs, void* stream) {
   const char* op = direction_name(direction);
   BASP_CHECK(inputs != nullptr, BASP_ERROR_NULL_POINTER, "inputs is NULL");
   BASP_CHECK(outputs != nullptr, BASP_ERROR_NULL_POINTER, "outputs is NULL");
   const int32_t n = exchange_.num_tensors();
   const bool scatter = direction == Direction::kScatter;
   // Bytes of tensor t on this rank: its sequence-sharded and head-sharded sides.
-  auto in_bytes = [&](int32_t t) {
-    const layout::Geometry g = exchange_.at(t, tokens);
-    return scatter ? g.seq_tensor_bytes(g.me) : g.head_tensor_bytes(g.me);
-  };
-  auto out_bytes = [&](int32_t t) {
-    const layout::Geometry g = exchange_.at(t, tokens);
-    return scatter ? g.head_tensor_bytes(g.me) : g.seq_tensor_bytes(g.me);
-  };
+  auto in_bytes = [&](int32_t t) { return call.input_bytes(direction, t); };
+  auto out_bytes = [&](int32_t t) { return call.output_bytes(direction, t); };
   // A tensor of no bytes on this rank (no heads or no tokens here) may be NULL.
   for (int32_t t = 0; t < n; ++t) {
     BASP_CHECK(inputs[t] != nullptr || in_bytes(t) == 0, BASP_ERROR_NULL_POINTER, "inputs[", t, "] is NULL (",
@@ -227,17 +221,19 @@ void Plan::execute(Direction direction, int64_t tokens, const void* const* input
   check_usable();
   const char* op = direction_name(direction);
   int64_t call = tokens;
+  plan::CallGeometry geometry;  // derived once, for the checks and the transport
   try {
     call = call_tokens(direction, tokens);
     BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
                    ") is not the stream's length in the document boundaries set (", documents_tokens_,
                    "): call basp_plan_set_documents for this step's documents");
-    check_buffers(direction, call, inputs, outputs, stream);
+    geometry = exchange_.call(call);
+    check_buffers(direction, geometry, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
     comm_->collective([&] { executor_->fail(direction, call, own); });
   }
-  comm_->collective([&] { executor_->execute(direction, call, inputs, outputs, stream); });
+  comm_->collective([&] { executor_->execute(direction, geometry, inputs, outputs, stream); });
   BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",
            detail::path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
 }

@@ -46,8 +46,8 @@ class Plan {
  private:
   void confirm_made(const std::exception_ptr& unmade);
   int64_t call_tokens(Direction direction, int64_t tokens) const;
-  void check_buffers(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
-                     void* stream);
+  void check_buffers(Direction direction, const plan::CallGeometry& call, const void* const* inputs,
+                     void* const* outputs, void* stream);
   void check_memory_kinds(Direction direction, const void* const* inputs, void* const* outputs);
 
   std::shared_ptr<Comm> comm_;

@@ -16,6 +16,7 @@ namespace basp::transport {
 template <typename Path>
 class ExecutorBase : public PlanExecutor {
  public:
+  const plan::ExchangePlan& plan() const override { return plan_; }
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
   basp_path_t plan_path() const override { return path_->id(); }
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }

@@ -61,16 +61,18 @@ struct PlanContext {
 class PlanExecutor {
  public:
   virtual ~PlanExecutor() = default;
+  // The plan it executes.
+  virtual const plan::ExchangePlan& plan() const = 0;
   // One scatter or gather (`direction`). inputs/outputs hold one pointer per tensor of the plan, already validated
-  // (runtime/plan.h); `tokens` is the call's token count per sequence (THD: of the group's stream; else the plan's
-  // seq_len), at most the plan's; `stream` is backend-specific (NULL for MPI).
-  virtual void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
-                       void* stream) = 0;
+  // (runtime/plan.h); `call` is the call's geometry (plan().call(tokens), tokens per sequence: THD: of the group's
+  // stream; else the plan's seq_len; at most the plan's); `stream` is backend-specific (NULL for MPI).
+  virtual void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs,
+                       void* const* outputs, void* stream) = 0;
   void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
-    execute(Direction::kScatter, tokens, inputs, outputs, stream);
+    execute(Direction::kScatter, plan().call(tokens), inputs, outputs, stream);
   }
   void gather(int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
-    execute(Direction::kGather, tokens, inputs, outputs, stream);
+    execute(Direction::kGather, plan().call(tokens), inputs, outputs, stream);
   }
   // An execute this rank cannot make: its own checks of its arguments failed with `own`. A backend whose exchanges
   // talk before moving data tells the group, so that the peers fail at once instead of waiting for this rank; then

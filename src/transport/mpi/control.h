@@ -27,6 +27,7 @@
 #include "basp/basp.h"
 #include "common/deadline.h"
 #include "common/direction.h"
+#include "plan/exchange.h"
 #include "transport/transport.h"
 
 namespace basp::transport::mpi {
@@ -56,6 +57,8 @@ struct ControlMessage {
   int32_t status = 0;                           // with kFlagFailed: the status of the sender's failed checks
   int32_t reserved = 0;
   int64_t tokens = -1;     // the tokens of the exchange (THD: T of the call)
+  int64_t head_first = 0;  // the head range of the exchange (plan::HeadRange; the whole: 0, -1)
+  int64_t head_count = -1;
   uint64_t documents = 0;  // THD: the fingerprint of the document boundaries (0: none set)
   uint64_t batch = 0;      // batch plans: the fingerprint of the batch description (0: not a batch plan)
 };
@@ -116,9 +119,9 @@ class PlanControl {
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
 
-  // Around every exchange of `tokens` tokens per sequence (THD: of the stream; part of what must match).
-  // rollback() before end(): the exchange did not happen (a mismatch).
-  void begin(Direction direction, int64_t tokens, uint64_t documents = 0);
+  // Around every exchange of `tokens` tokens per sequence (THD: of the stream) over `heads` (both part of what must
+  // match). rollback() before end(): the exchange did not happen (a mismatch).
+  void begin(Direction direction, int64_t tokens, const plan::HeadRange& heads, uint64_t documents = 0);
   void rollback();
   void end();
 
@@ -166,6 +169,7 @@ class PlanControl {
   int64_t call_ = -1;
   Direction direction_ = Direction::kScatter;
   int64_t tokens_ = -1;
+  plan::HeadRange heads_;
   uint64_t documents_ = 0;
   int32_t rounds_ = 0;
   Round round_ = kArrive;

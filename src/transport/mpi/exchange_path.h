@@ -30,8 +30,8 @@ namespace basp::transport::mpi {
 // One scatter or gather as the executor hands it to the path.
 struct Exchange {
   Direction direction;
-  int64_t tokens;                // tokens per sequence of this call (THD: of the stream)
-  const layout::Geometry* geom;  // per tensor, at `tokens`
+  const plan::CallGeometry& call;  // its tokens, head range and geometry, derived once
+  const layout::Geometry* geom;    // call.tensors
   const void* const* inputs;
   void* const* outputs;
   const detail::Deadline& deadline;

@@ -89,8 +89,9 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
   const PathContext& path_context() const { return context_; }
   void set_path(std::unique_ptr<ExchangePath> path) { path_ = std::move(path); }
 
-  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void*) override {
-    run(direction, tokens, inputs, outputs);
+  void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
+               void*) override {
+    run(direction, call, inputs, outputs);
   }
   void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
 
@@ -98,7 +99,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(direction, tokens, documents_);
+    control_.begin(direction, tokens, plan::HeadRange{}, documents_);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
@@ -136,13 +137,12 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     std::atomic<bool>* busy_;
   };
 
-  void run(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs) {
+  void run(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs) {
     const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
-    for (int32_t t = 0; t < plan_.num_tensors(); ++t) geom_[static_cast<size_t>(t)] = plan_.at(t, tokens);
-    const Exchange x{direction, tokens, geom_.data(), inputs, outputs, deadline};
-    control_.begin(direction, tokens, documents_);
+    const Exchange x{direction, call, call.tensors.data(), inputs, outputs, deadline};
+    control_.begin(direction, call.tokens, call.heads, documents_);
     try {
       set_last_path(path_->run(x));
     } catch (const detail::Error& e) {
@@ -159,8 +159,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     control_.end();
   }
 
-  GroupSpec group_;                                      // a batch plan's group (positions -> world ranks)
-  std::array<layout::Geometry, BASP_MAX_TENSORS> geom_;  // the current call's
+  GroupSpec group_;  // a batch plan's group (positions -> world ranks)
   PlanControl control_;
   PathContext context_;
   int64_t timeout_ms_;

@@ -111,7 +111,7 @@ class CmaPath final : public ExchangePath {
   // Tensor t's chunk for position j in this rank's workspace.
   std::byte* own_chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    return workspace() + p.workspace_offset(p.position, t, j, x.tokens);
+    return workspace() + p.workspace_offset(p.position, t, j, x.geom[t]);
   }
 
   // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.
@@ -148,7 +148,7 @@ class CmaPath final : public ExchangePath {
       for (int32_t i = 1; i < k; ++i) {
         const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
         const int64_t block = g.block_rows(j) * rb;
-        const uintptr_t remote = c_.control->peer(j).workspace + p.workspace_offset(j, t, me, x.tokens);
+        const uintptr_t remote = c_.control->peer(j).workspace + p.workspace_offset(j, t, me, x.geom[t]);
         read_peer(
             j, g.num_blocks(), block,
             [&](int64_t b) { return out + (g.block_start_row(j) + b * g.block_stride_rows()) * rb; },

@@ -125,7 +125,7 @@ class P2pPath final : public ExchangePath {
   std::byte* chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
     std::byte* base = c_.pool != nullptr ? c_.pool->data() : workspace_.get();
-    return base + p.workspace_offset(p.position, t, j, x.tokens);
+    return base + p.workspace_offset(p.position, t, j, x.geom[t]);
   }
 
   // Posts the message of position j's rows in this rank's head-sharded tensor t: a receive (scatter) or a send

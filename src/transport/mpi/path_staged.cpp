@@ -102,7 +102,7 @@ class StagedPath final : public ExchangePath {
 
   // Tensor t's chunk for position j in the region of position `owner`.
   std::byte* chunk(const Exchange& x, int32_t owner, int32_t t, int32_t j) const {
-    return base_[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.tokens, x.direction);
+    return base_[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.geom[t], x.direction);
   }
 
   void fill_region(const Exchange& x) {

@@ -49,12 +49,12 @@ std::string describe(const ExchangeCall& c) {
 }
 
 // One execute of `path` in `direction`.
-void enqueue_exchange(DevicePath& path, Direction direction, int64_t tokens, const void* const* inputs,
+void enqueue_exchange(DevicePath& path, Direction direction, const plan::CallGeometry& call, const void* const* inputs,
                       void* const* outputs, ncclComm_t comm, cudaStream_t stream) {
   if (direction == Direction::kScatter) {
-    path.scatter(tokens, inputs, outputs, comm, stream);
+    path.scatter(call, inputs, outputs, comm, stream);
   } else {
-    path.gather(tokens, inputs, outputs, comm, stream);
+    path.gather(call, inputs, outputs, comm, stream);
   }
 }
 
@@ -102,11 +102,11 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
     exchange_ = std::move(exchange);
   }
 
-  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+  void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
     run(
-        direction, tokens,
-        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, tokens, inputs, outputs, comm, s); },
+        direction, call.tokens,
+        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
         stream);
   }
   void set_documents(uint64_t fingerprint) override { call_.documents = fingerprint; }
@@ -194,11 +194,11 @@ class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
     path_ = std::move(general);
   }
 
-  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs,
+  void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
     run(
         direction,
-        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, tokens, inputs, outputs, comm, s); },
+        [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
         stream);
   }
   // Document boundaries set on the plan (basp_plan_set_documents) travel in the tag.

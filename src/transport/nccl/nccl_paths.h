@@ -32,9 +32,9 @@ class DevicePath {
   virtual ~DevicePath() = default;
   virtual basp_path_t id() const = 0;
   virtual int64_t workspace_bytes() const { return 0; }
-  virtual void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  virtual void scatter(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                        cudaStream_t s) = 0;
-  virtual void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  virtual void gather(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                       cudaStream_t s) = 0;
 };
 
@@ -42,17 +42,19 @@ class LocalCopyPath final : public DevicePath {
  public:
   explicit LocalCopyPath(const plan::ExchangePlan& plan) : plan_(plan) {}
   basp_path_t id() const override { return BASP_PATH_LOCAL; }
-  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
-    copy(tokens, inputs, outputs, s);
+  void scatter(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t,
+               cudaStream_t s) override {
+    copy(call, inputs, outputs, s);
   }
-  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t, cudaStream_t s) override {
-    copy(tokens, inputs, outputs, s);
+  void gather(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t,
+              cudaStream_t s) override {
+    copy(call, inputs, outputs, s);
   }
 
  private:
-  void copy(int64_t tokens, const void* const* inputs, void* const* outputs, cudaStream_t s) {
+  void copy(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, cudaStream_t s) {
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) {
-      const auto bytes = static_cast<size_t>(plan_.at(t, tokens).seq_tensor_bytes(0));
+      const auto bytes = static_cast<size_t>(call.at(t).seq_tensor_bytes(0));
       if (bytes == 0) continue;
       BASP_CUDA_CHECK(cudaMemcpyAsync(outputs[t], inputs[t], bytes, cudaMemcpyDeviceToDevice, s));
     }
@@ -72,7 +74,8 @@ class AllToAllPath final : public DevicePath {
   basp_path_t id() const override { return BASP_PATH_NCCL; }
   int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
 
-  void scatter(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
+  void scatter(const plan::CallGeometry&, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+               cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
     {
@@ -87,7 +90,8 @@ class AllToAllPath final : public DevicePath {
     check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
   }
 
-  void gather(int64_t, const void* const* inputs, void* const* outputs, ncclComm_t comm, cudaStream_t s) override {
+  void gather(const plan::CallGeometry&, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+              cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
     const layout::Geometry* g = plan_.tensors.data();
     {
@@ -180,32 +184,34 @@ class GeneralPath final : public DevicePath {
     return wiring_.pool != nullptr ? pool_bytes(plan_) : send_.bytes() + recv_.bytes();
   }
 
-  void scatter(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  void scatter(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                cudaStream_t s) override {
-    const int32_t n = geometries(tokens);
+    const int32_t n = call.num_tensors;
+    const layout::Geometry* geom = call.tensors.data();
     {
       const detail::TraceRange range("basp:pack");
-      check_launch(layout::cuda::launch_scatter_pack(geom_, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
+      check_launch(layout::cuda::launch_scatter_pack(geom, n, workspace_, inputs, send_ptr_, s), "scatter: pack");
     }
     {
       const detail::TraceRange range("basp:exchange");
-      exchange(/*scatter=*/true, n, comm, s);
+      exchange(Direction::kScatter, geom, n, comm, s);
     }
     const detail::TraceRange range("basp:unpack");
-    check_launch(layout::cuda::launch_scatter_unpack(geom_, n, workspace_, recv_ptr_, outputs, s, skip_),
+    check_launch(layout::cuda::launch_scatter_unpack(geom, n, workspace_, recv_ptr_, outputs, s, skip_),
                  "scatter: unpack");
   }
 
-  void gather(int64_t tokens, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  void gather(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
               cudaStream_t s) override {
-    const int32_t n = geometries(tokens);
+    const int32_t n = call.num_tensors;
+    const layout::Geometry* geom = call.tensors.data();
     {
       const detail::TraceRange range("basp:pack");
-      check_launch(layout::cuda::launch_gather_pack(geom_, n, workspace_, inputs, send_ptr_, s), "gather: pack");
+      check_launch(layout::cuda::launch_gather_pack(geom, n, workspace_, inputs, send_ptr_, s), "gather: pack");
     }
     {
       const detail::TraceRange range("basp:exchange");
-      exchange(/*scatter=*/false, n, comm, s);
+      exchange(Direction::kGather, geom, n, comm, s);
     }
     const detail::TraceRange range("basp:unpack");
     // Tensors without replicated heads in one row-copy launch (a replicated one gets no rows there), then the
@@ -213,8 +219,8 @@ class GeneralPath final : public DevicePath {
     layout::Geometry plain[BASP_MAX_TENSORS];
     void* plain_out[BASP_MAX_TENSORS] = {};
     for (int32_t t = 0; t < n; ++t) {
-      plain[t] = geom_[t];
-      if (geom_[t].replicated()) {
+      plain[t] = geom[t];
+      if (geom[t].replicated()) {
         plain[t].b_loc = 0;
       } else {
         plain_out[t] = outputs[t];
@@ -223,9 +229,9 @@ class GeneralPath final : public DevicePath {
     check_launch(layout::cuda::launch_gather_unpack(plain, n, workspace_, recv_ptr_, plain_out, s, skip_),
                  "gather: unpack");
     for (int32_t t = 0; t < n; ++t) {
-      if (!geom_[t].replicated()) continue;
+      if (!geom[t].replicated()) continue;
       layout::SumUnpackArgs a;
-      a.geom = geom_[t];
+      a.geom = geom[t];
       a.tensor = t;
       a.dtype = plan_.spec.dtype;
       a.seq = static_cast<unsigned char*>(outputs[t]);
@@ -237,16 +243,11 @@ class GeneralPath final : public DevicePath {
   }
 
  private:
-  int32_t geometries(int64_t tokens) {
-    const int32_t n = plan_.num_tensors();
-    for (int32_t t = 0; t < n; ++t) geom_[t] = plan_.at(t, tokens);
-    return n;
-  }
-
   // Scatter: this rank's rows of peer j's heads go out, peer j's rows of this rank's heads come in; a gather the
   // other way round. Chunks of no bytes are not sent. A batch plan's tag goes to every peer first (NCCL matches
   // a pair's messages in order), so every pair of the group exchanges at least the tag.
-  void exchange(bool scatter, int32_t n, ncclComm_t comm, cudaStream_t s) {
+  void exchange(Direction direction, const layout::Geometry* geom, int32_t n, ncclComm_t comm, cudaStream_t s) {
+    const bool scatter = direction == Direction::kScatter;
     const int64_t k = plan_.group_size;
     const int64_t me = plan_.position;
     const bool tagged = tag_out_ != nullptr;
@@ -268,7 +269,7 @@ class GeneralPath final : public DevicePath {
       }
     }
     for (int32_t t = 0; t < n; ++t) {
-      const layout::Geometry& g = geom_[t];
+      const layout::Geometry& g = geom[t];
       for (int64_t j = 0; j < k; ++j) {
         const int64_t out = scatter ? g.chunk_bytes(me, j) : g.chunk_bytes(j, me);
         const int64_t in = scatter ? g.chunk_bytes(j, me) : g.chunk_bytes(me, j);
@@ -307,7 +308,6 @@ class GeneralPath final : public DevicePath {
 
   const plan::ExchangePlan& plan_;
   layout::PackedWorkspace workspace_;
-  layout::Geometry geom_[BASP_MAX_TENSORS];
   DeviceBuffer send_;
   DeviceBuffer recv_;
   BatchWiring wiring_;
