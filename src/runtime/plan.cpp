@@ -164,9 +164,9 @@ void Plan::check_buffers(Direction direction, const plan::CallGeometry& call, co
     BASP_CHECK(outputs[t] != nullptr || out_bytes(t) == 0, BASP_ERROR_NULL_POINTER, "outputs[", t, "] is NULL (",
                out_bytes(t), " bytes on this rank)");
   }
-  if (comm_->backend() == BASP_BACKEND_MPI) {
-    BASP_CHECK_ARG(stream == nullptr, "stream (", stream, ") must be NULL on the MPI backend");
-  }
+  const transport::ExecuteNeeds& needs = executor_->needs();
+  BASP_CHECK_ARG(needs.stream || stream == nullptr, "stream (", stream, ") must be NULL on the ", needs.backend,
+                 " backend");
   // An output may overlap no input and no other output.
   auto overlap = [](const void* a, const void* b, int64_t na, int64_t nb) {
     auto pa = reinterpret_cast<uintptr_t>(a);
@@ -203,10 +203,10 @@ void Plan::check_memory_kinds(Direction direction, const void* const* inputs, vo
   }
   if (same) return;
   checked_valid_ = false;
-  const basp_backend_t backend = comm_->backend();
+  const transport::ExecuteNeeds& needs = executor_->needs();
   for (int32_t t = 0; t < n; ++t) {
-    if (inputs[t] != nullptr) check_memory_kind(backend, op, "inputs", t, inputs[t]);
-    if (outputs[t] != nullptr) check_memory_kind(backend, op, "outputs", t, outputs[t]);
+    if (inputs[t] != nullptr) check_memory_kind(needs, op, "inputs", t, inputs[t]);
+    if (outputs[t] != nullptr) check_memory_kind(needs, op, "outputs", t, outputs[t]);
   }
   for (int32_t t = 0; t < n; ++t) {
     checked_[static_cast<size_t>(t)] = inputs[t];

@@ -48,14 +48,15 @@ MemoryKind memory_kind(const void* ptr) {
 #endif
 }
 
-void check_memory_kind(basp_backend_t backend, const char* op, const char* name, int index, const void* ptr) {
+void check_memory_kind(const transport::ExecuteNeeds& needs, const char* op, const char* name, int index,
+                       const void* ptr) {
   const MemoryKind kind = memory_kind(ptr);
-  if (backend == BASP_BACKEND_NCCL) {
+  if (needs.device_memory) {
     BASP_CHECK_ARG(kind != MemoryKind::kHost, op, ": ", name, "[", index, "] (", ptr, ") is ", memory_kind_name(kind),
-                   ": the NCCL backend needs device memory");
+                   ": the ", needs.backend, " backend needs device memory");
   } else {
     BASP_CHECK_ARG(kind != MemoryKind::kDevice, op, ": ", name, "[", index, "] (", ptr, ") is ", memory_kind_name(kind),
-                   ": the MPI backend needs host memory");
+                   ": the ", needs.backend, " backend needs host memory");
   }
 }
 

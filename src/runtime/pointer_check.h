@@ -6,6 +6,7 @@
 #pragma once
 
 #include "basp/basp.h"
+#include "transport/transport.h"
 
 namespace basp::runtime {
 
@@ -21,9 +22,11 @@ const char* memory_kind_name(MemoryKind kind);
 // "no device".
 MemoryKind memory_kind(const void* ptr);
 
-// Checks that `ptr` (named `name`, index `index`, in operation `op`) suits `backend`: host or managed memory for
-// MPI, device or managed memory for NCCL. Throws BASP_ERROR_INVALID_ARGUMENT naming the argument otherwise.
-void check_memory_kind(basp_backend_t backend, const char* op, const char* name, int index, const void* ptr);
+// Checks that `ptr` (named `name`, index `index`, in operation `op`) suits an executor that `needs` device memory
+// (device or managed memory) or host memory (host or managed memory). Throws BASP_ERROR_INVALID_ARGUMENT naming the
+// argument otherwise.
+void check_memory_kind(const transport::ExecuteNeeds& needs, const char* op, const char* name, int index,
+                       const void* ptr);
 
 // BASP_CHECK_POINTERS: unset or "1" checks, "0" does not; anything else is an argument error naming the variable.
 bool pointer_checks_enabled();

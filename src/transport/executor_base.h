@@ -17,13 +17,14 @@ template <typename Path>
 class ExecutorBase : public PlanExecutor {
  public:
   const plan::ExchangePlan& plan() const override { return plan_; }
+  const ExecuteNeeds& needs() const override { return needs_; }
   int64_t workspace_bytes() const override { return path_->workspace_bytes(); }
   basp_path_t plan_path() const override { return path_->id(); }
   basp_path_t last_path() const override { return last_path_.load(std::memory_order_relaxed); }
   int32_t last_control_rounds() const override { return last_rounds_.load(std::memory_order_relaxed); }
 
  protected:
-  explicit ExecutorBase(const plan::ExchangePlan& plan) : plan_(plan) {}
+  ExecutorBase(const plan::ExchangePlan& plan, const ExecuteNeeds& needs) : plan_(plan), needs_(needs) {}
   void set_last_path(basp_path_t path) { last_path_.store(path, std::memory_order_relaxed); }
   void set_last_rounds(int32_t rounds) { last_rounds_.store(rounds, std::memory_order_relaxed); }
 
@@ -31,6 +32,7 @@ class ExecutorBase : public PlanExecutor {
   std::unique_ptr<Path> path_;
 
  private:
+  ExecuteNeeds needs_;
   std::atomic<basp_path_t> last_path_{BASP_PATH_NONE};
   std::atomic<int32_t> last_rounds_{0};
 };

@@ -58,11 +58,19 @@ struct PlanContext {
   std::string call;     // the call that makes it, for messages ("basp_plan_create")
 };
 
+// What the executes of a backend's executors take: checked by the runtime before every execute.
+struct ExecuteNeeds {
+  bool device_memory = false;  // the exchanges read and write device memory (else host memory)
+  bool stream = false;         // executes are enqueued on the caller's stream (else it must be NULL)
+  const char* backend = "";    // for messages: "MPI", "NCCL"
+};
+
 class PlanExecutor {
  public:
   virtual ~PlanExecutor() = default;
-  // The plan it executes.
+  // The plan it executes, and what its executes take.
   virtual const plan::ExchangePlan& plan() const = 0;
+  virtual const ExecuteNeeds& needs() const = 0;
   // One scatter or gather (`direction`). inputs/outputs hold one pointer per tensor of the plan, already validated
   // (runtime/plan.h); `call` is the call's geometry (plan().call(tokens), tokens per sequence: THD: of the group's
   // stream; else the plan's seq_len; at most the plan's); `stream` is backend-specific (NULL for MPI).

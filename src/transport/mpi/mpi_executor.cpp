@@ -61,11 +61,14 @@ TransportWish agree_transport(const CollectiveScope& scope, const std::string& w
   return {wants[0], -wants[1]};
 }
 
+// Host memory, no stream: an execute blocks until its exchange is done.
+constexpr ExecuteNeeds kNeeds{false, false, "MPI"};
+
 class MpiExecutor final : public ExecutorBase<ExchangePath> {
  public:
   MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
               std::shared_ptr<SharedMemory> memory)
-      : ExecutorBase(plan), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
+      : ExecutorBase(plan, kNeeds), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &channel.group();
@@ -74,7 +77,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
   MpiExecutor(const plan::ExchangePlan& plan, const GroupInBatch& batch, ControlChannel& world, WorkspacePool& pool,
               std::atomic<bool>* busy)
-      : ExecutorBase(plan),
+      : ExecutorBase(plan, kNeeds),
         group_(batch.group),
         control_(world, batch),
         timeout_ms_(batch.group.timeout_ms),

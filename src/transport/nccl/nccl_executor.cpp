@@ -58,6 +58,9 @@ void enqueue_exchange(DevicePath& path, Direction direction, const plan::CallGeo
   }
 }
 
+// Device memory, enqueued on the caller's stream.
+constexpr ExecuteNeeds kNeeds{true, true, "NCCL"};
+
 uint64_t plan_fingerprint(const plan::ExchangePlan& plan) {
   detail::Fnv1a f;
   f.add(plan.spec.layout);
@@ -77,7 +80,7 @@ uint64_t plan_fingerprint(const plan::ExchangePlan& plan) {
 class NcclExecutor final : public ExecutorBase<DevicePath> {
  public:
   NcclExecutor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan, ExecutorOptions options)
-      : ExecutorBase(plan), comm_(std::move(comm)) {
+      : ExecutorBase(plan, kNeeds), comm_(std::move(comm)) {
     if (options.local_copy_when_alone && plan_.group_size == 1) {
       path_ = std::make_unique<LocalCopyPath>(plan_);
     } else {
@@ -167,7 +170,7 @@ class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
  public:
   NcclBatchExecutor(std::shared_ptr<GroupComm> world, std::shared_ptr<BatchShared> shared,
                     const plan::ExchangePlan& plan, const GroupInBatch& group)
-      : ExecutorBase(plan), world_(std::move(world)), shared_(std::move(shared)) {
+      : ExecutorBase(plan, kNeeds), world_(std::move(world)), shared_(std::move(shared)) {
     auto info = std::make_shared<BatchGroupInfo>();
     info->batch_id = group.batch_id;
     info->where = group.group.where;
