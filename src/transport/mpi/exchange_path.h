@@ -24,6 +24,7 @@
 #include "plan/exchange.h"
 #include "transport/mpi/control.h"
 #include "transport/mpi/shared_memory.h"
+#include "transport/mpi/workspace.h"
 
 namespace basp::transport::mpi {
 
@@ -42,37 +43,16 @@ struct Exchange {
   const void* seq(int32_t t) const { return scatter() ? inputs[t] : outputs[t]; }
 };
 
-// The host workspace the comm's batch plans share (docs/batch.md): grown at batch plan creation to the largest
-// plan's need, never during an execute; batch plans execute one at a time, so one buffer serves them all.
-class WorkspacePool {
- public:
-  WorkspacePool() = default;
-  ~WorkspacePool();
-  WorkspacePool(const WorkspacePool&) = delete;
-  WorkspacePool& operator=(const WorkspacePool&) = delete;
-  // At batch plan creation: at least `bytes` from now on (pages faulted in now, not in the first execute).
-  void reserve(int64_t bytes);
-  std::byte* data() const { return data_; }
-  int64_t bytes() const { return bytes_; }
-  // A send MPI could not take back may still read the buffer: keep it for the life of the process.
-  void pin() { pinned_ = true; }
-
- private:
-  std::byte* data_ = nullptr;
-  int64_t bytes_ = 0;
-  bool pinned_ = false;
-};
-
 // What the paths of one plan share.
 struct PathContext {
   const plan::ExchangePlan* plan = nullptr;
   PlanControl* control = nullptr;
   const GroupSpec* group = nullptr;
   std::shared_ptr<SharedMemory> memory;  // the comm's basp_mem_alloc memory
-  // A batch plan: its data messages go to world ranks (group->members) on the comm's world communicator, and its
-  // workspace is the comm's pool.
+  // A batch plan: its data messages go to world ranks (group->members) on the comm's world communicator.
   bool world = false;
-  WorkspacePool* pool = nullptr;
+  // The p2p and cma paths' workspace: the plan's own, or the comm's pool for its batch plans.
+  std::shared_ptr<Workspace> workspace;
   int peer_rank(int32_t j) const { return world ? group->members[static_cast<size_t>(j)] : j; }
 };
 
@@ -109,7 +89,7 @@ int32_t tensor_addresses(const Exchange& x, int32_t num_tensors, uint64_t* out);
 
 std::unique_ptr<ExchangePath> make_local_path(const PathContext& context);
 // `group`: the group communicator; the path duplicates it for its data messages. A batch plan (context.world)
-// sends on `group` itself, the comm's world communicator for batch data, and packs in context.pool.
+// sends on `group` itself, the comm's world communicator for batch data.
 std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, MPI_Comm group);
 // `pids`: the process of each position.
 std::unique_ptr<ExchangePath> make_cma_path(const PathContext& context, std::vector<pid_t> pids);

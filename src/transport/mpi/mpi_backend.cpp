@@ -78,7 +78,7 @@ class MpiBatchTransport final : public BatchTransport {
   MpiBootstrap bootstrap_;
   BatchLocality locality_;  // where a group may take the cma path, found once
   NodeStaging staging_;     // the per-node staging regions of the staged path
-  WorkspacePool pool_;
+  std::shared_ptr<Workspace> pool_ = std::make_shared<Workspace>("the batch plans' workspace");
   std::atomic<bool> busy_{false};
 };
 
@@ -157,29 +157,6 @@ class MpiConnector final : public Connector {
 };
 
 }  // namespace
-
-WorkspacePool::~WorkspacePool() {
-  if (pinned_) {
-    // A late peer may still read it (a send MPI could not take back, a cma peer past its timeout): kept for the
-    // process's life.
-    detail::keep_forever(std::shared_ptr<std::byte>(data_, [](std::byte* p) { std::free(p); }));
-    return;
-  }
-  std::free(data_);
-}
-
-void WorkspacePool::reserve(int64_t bytes) {
-  if (bytes <= bytes_) return;
-  BASP_CHECK(!pinned_, BASP_ERROR_COMM_BROKEN,
-             "the batch plans' workspace is still held by a send that an earlier failed exchange left behind");
-  const auto rounded = static_cast<size_t>((bytes + 4095) / 4096 * 4096);
-  auto* fresh = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
-  if (fresh == nullptr) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "the batch plans' workspace of ", bytes, " bytes");
-  std::memset(fresh, 0, rounded);  // fault the pages in now, not in the first execute
-  std::free(data_);
-  data_ = fresh;
-  bytes_ = static_cast<int64_t>(rounded);
-}
 
 std::unique_ptr<Connector> make_connector(MpiBootstrap& parent) { return std::make_unique<MpiConnector>(parent); }
 

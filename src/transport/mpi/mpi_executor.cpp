@@ -73,10 +73,11 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.control = &control_;
     context_.group = &channel.group();
     context_.memory = std::move(memory);
+    context_.workspace = std::make_shared<Workspace>("workspace");
   }
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
-  MpiExecutor(const plan::ExchangePlan& plan, const GroupInBatch& batch, ControlChannel& world, WorkspacePool& pool,
-              std::atomic<bool>* busy)
+  MpiExecutor(const plan::ExchangePlan& plan, const GroupInBatch& batch, ControlChannel& world,
+              std::shared_ptr<Workspace> pool, std::atomic<bool>* busy)
       : ExecutorBase(plan, kNeeds),
         group_(batch.group),
         control_(world, batch),
@@ -86,7 +87,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.control = &control_;
     context_.group = &group_;
     context_.world = true;
-    context_.pool = &pool;
+    context_.workspace = std::move(pool);
   }
 
   const PathContext& path_context() const { return context_; }
@@ -303,9 +304,9 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
 
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
-                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
+                                                  ControlChannel& world, MPI_Comm data, std::shared_ptr<Workspace> pool,
                                                   std::atomic<bool>& busy) {
-  auto executor = std::make_unique<MpiExecutor>(plan, batch, world, pool, &busy);
+  auto executor = std::make_unique<MpiExecutor>(plan, batch, world, std::move(pool), &busy);
   // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
   const std::vector<int32_t>& members = batch.group.members;
   if (plan.group_size == 1) {

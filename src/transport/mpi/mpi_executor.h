@@ -55,7 +55,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
 // to the group's world ranks.
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
-                                                  ControlChannel& world, MPI_Comm data, WorkspacePool& pool,
+                                                  ControlChannel& world, MPI_Comm data, std::shared_ptr<Workspace> pool,
                                                   std::atomic<bool>& busy);
 
 }  // namespace basp::transport::mpi

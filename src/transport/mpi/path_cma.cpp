@@ -12,13 +12,10 @@
 // One system call per peer and tensor (more where a chunk spans more than IOV_MAX blocks), one copy by the kernel
 // and one user-space copy per byte.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <utility>
 
 #include "common/error.h"
-#include "common/keep_forever.h"
 #include "layout/host_copy.h"
 #include "transport/mpi/cma.h"
 #include "transport/mpi/exchange_path.h"
@@ -28,30 +25,11 @@ namespace {
 
 constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared and staged paths
 
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-
 class CmaPath final : public ExchangePath {
  public:
   CmaPath(const PathContext& context, std::vector<pid_t> pids)
       : c_(context), pids_(std::move(pids)), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
-    const int64_t bytes = std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position));
-    if (c_.pool != nullptr) {
-      c_.pool->reserve(bytes);  // a batch plan: the comm's pool (exchange_path.h)
-      return;
-    }
-    workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-    if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
-    std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now
-  }
-
-  ~CmaPath() override {
-    // A late peer may still read the workspace (it reads, so this process is safe either way, but it must not read
-    // memory reused for something else while it believes it is in the same exchange).
-    if (peers_may_read_ && workspace_) {
-      detail::keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
-    }
+    c_.workspace->reserve(std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position)));
   }
 
   basp_path_t id() const override { return BASP_PATH_CMA; }
@@ -101,12 +79,10 @@ class CmaPath final : public ExchangePath {
   static bool streaming(const layout::Geometry& g) { return g.head_tensor_bytes(g.me) >= kStreamingMinBytes; }
 
   // This plan's workspace, or a batch plan's: the comm's pool, which batch executes use one at a time.
-  std::byte* workspace() const { return c_.pool != nullptr ? c_.pool->data() : workspace_.get(); }
-  // A timeout left a peer that may still read the workspace: keep it (a pool for the life of the process).
-  void peers_may_read() {
-    peers_may_read_ = true;
-    if (c_.pool != nullptr) c_.pool->pin();
-  }
+  std::byte* workspace() const { return c_.workspace->data(); }
+  // A timeout left a peer that may still read the workspace (it reads, so this process is safe either way, but it
+  // must not read memory reused for something else while it believes it is in the same exchange): keep it.
+  void peers_may_read() { c_.workspace->pin(); }
 
   // Tensor t's chunk for position j in this rank's workspace.
   std::byte* own_chunk(const Exchange& x, int32_t t, int32_t j) const {
@@ -195,10 +171,7 @@ class CmaPath final : public ExchangePath {
   std::vector<pid_t> pids_;
   SharedPath shared_;
   CmaChannel channel_;
-  std::unique_ptr<std::byte, FreeDeleter> workspace_;  // the peers' chunks, in ExchangePlan's workspace order
-                                                       // (none for a batch plan: c_.pool)
-  std::vector<layout::RowPlace> places_;               // scratch: one place per position
-  bool peers_may_read_ = false;                        // a timeout left a peer that may still read the workspace
+  std::vector<layout::RowPlace> places_;  // scratch: one place per position
 };
 
 }  // namespace

@@ -11,11 +11,8 @@
 // The data receives are posted before the control round, the sends after it: a mismatched exchange sends nothing,
 // and its receives, which nothing matched, are cancelled.
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 
 #include "common/error.h"
-#include "common/keep_forever.h"
 #include "layout/host_copy.h"
 #include "transport/mpi/exchange_path.h"
 #include "transport/mpi/mpi_util.h"
@@ -26,10 +23,6 @@ namespace {
 
 constexpr int kScatterTagBase = 0;
 constexpr int kGatherTagBase = BASP_MAX_TENSORS;
-
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
 
 int to_int(int64_t v, const char* what) {
   BASP_CHECK_ARG(v >= 0 && v <= INT_MAX, what, " (", v, ") exceeds the MPI count limit (", INT_MAX, ")");
@@ -77,21 +70,8 @@ class P2pPath final : public ExchangePath {
     requests_.assign(slots, MPI_REQUEST_NULL);
     request_peer_.assign(slots, -1);
     request_tensor_.assign(slots, -1);
-    const int64_t bytes = p.workspace_bytes(p.position);
-    if (c_.pool != nullptr) {
-      c_.pool->reserve(bytes);
-    } else if (bytes > 0) {
-      workspace_.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-      if (!workspace_) detail::fail(BASP_ERROR_OUT_OF_MEMORY, "workspace of ", bytes, " bytes");
-      std::memset(workspace_.get(), 0, static_cast<size_t>(bytes));  // fault the pages in now, not in the first execute
-    }
+    c_.workspace->reserve(p.workspace_bytes(p.position));
     places_.resize(static_cast<size_t>(k));
-  }
-
-  ~P2pPath() override {
-    // A released request may still touch the workspace (a send MPI could not cancel, waiting for a late peer):
-    // freeing it would let MPI read freed memory when that peer arrives.
-    if (workspace_pinned_) detail::keep_forever(std::shared_ptr<std::byte>(workspace_.release(), FreeDeleter()));
   }
 
   basp_path_t id() const override { return BASP_PATH_P2P; }
@@ -107,8 +87,8 @@ class P2pPath final : public ExchangePath {
       }
     } catch (...) {
       if (drop_requests(requests_.data(), static_cast<int>(nreq_)) > 0) {
-        workspace_pinned_ = true;
-        if (c_.pool != nullptr) c_.pool->pin();
+        // A send MPI could not cancel may still read the workspace when a late peer arrives: keep it.
+        c_.workspace->pin();
       }
       throw;
     }
@@ -124,8 +104,7 @@ class P2pPath final : public ExchangePath {
 
   std::byte* chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    std::byte* base = c_.pool != nullptr ? c_.pool->data() : workspace_.get();
-    return base + p.workspace_offset(p.position, t, j, x.geom[t]);
+    return c_.workspace->data() + p.workspace_offset(p.position, t, j, x.geom[t]);
   }
 
   // Posts the message of position j's rows in this rank's head-sharded tensor t: a receive (scatter) or a send
@@ -247,8 +226,6 @@ class P2pPath final : public ExchangePath {
   OwnedComm owned_;  // the plan's own duplicate: its data tags never meet another plan's (none for batch plans)
   MPI_Comm comm_;
   std::vector<Types> types_;
-  std::unique_ptr<std::byte, FreeDeleter> workspace_;
-  bool workspace_pinned_ = false;
   std::vector<MPI_Request> requests_;
   std::vector<int32_t> request_peer_;    // the peer of each request, for timeout messages
   std::vector<int32_t> request_tensor_;  // the tensor of each request
