@@ -23,6 +23,7 @@
 #include "layout/host_copy.h"
 #include "plan/exchange.h"
 #include "transport/mpi/control.h"
+#include "transport/mpi/mpi_util.h"
 #include "transport/mpi/shared_memory.h"
 #include "transport/mpi/workspace.h"
 
@@ -49,11 +50,12 @@ struct PathContext {
   PlanControl* control = nullptr;
   const GroupSpec* group = nullptr;
   std::shared_ptr<SharedMemory> memory;  // the comm's basp_mem_alloc memory
-  // A batch plan: its data messages go to world ranks (group->members) on the comm's world communicator.
-  bool world = false;
+  // Position -> rank on the communicators the plan's messages travel on: the group's own (position j is rank j), or
+  // the comm's world communicators for a batch plan (the world ranks of its group's members).
+  std::vector<int32_t> ranks;
   // The p2p and cma paths' workspace: the plan's own, or the comm's pool for its batch plans.
   std::shared_ptr<Workspace> workspace;
-  int peer_rank(int32_t j) const { return world ? group->members[static_cast<size_t>(j)] : j; }
+  int peer_rank(int32_t j) const { return ranks[static_cast<size_t>(j)]; }
 };
 
 class ExchangePath {
@@ -88,9 +90,24 @@ class SharedPath {
 int32_t tensor_addresses(const Exchange& x, int32_t num_tensors, uint64_t* out);
 
 std::unique_ptr<ExchangePath> make_local_path(const PathContext& context);
-// `group`: the group communicator; the path duplicates it for its data messages. A batch plan (context.world)
-// sends on `group` itself, the comm's world communicator for batch data.
-std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, MPI_Comm group);
+// The communicator a p2p path sends its data on: a plan's own duplicate of its group (its data tags never meet
+// another plan's), or the comm's world communicator for batch data (batch executes run one at a time).
+struct DataComm {
+  OwnedComm owned;  // when the path owns it
+  MPI_Comm comm = MPI_COMM_NULL;
+  static DataComm duplicate(MPI_Comm group) {  // collective over `group`
+    DataComm d;
+    d.owned = dup_with_errors_return(group);
+    d.comm = d.owned.get();
+    return d;
+  }
+  static DataComm shared(MPI_Comm comm) {
+    DataComm d;
+    d.comm = comm;
+    return d;
+  }
+};
+std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, DataComm data);
 // `pids`: the process of each position.
 std::unique_ptr<ExchangePath> make_cma_path(const PathContext& context, std::vector<pid_t> pids);
 // Collective over `group`: the staging regions; nullptr (on every rank alike) when the ranks cannot map each

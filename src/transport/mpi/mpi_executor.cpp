@@ -73,6 +73,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.control = &control_;
     context_.group = &channel.group();
     context_.memory = std::move(memory);
+    for (int32_t j = 0; j < plan.group_size; ++j) context_.ranks.push_back(j);
     context_.workspace = std::make_shared<Workspace>("workspace");
   }
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
@@ -86,7 +87,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &group_;
-    context_.world = true;
+    context_.ranks = batch.group.members;
     context_.workspace = std::move(pool);
   }
 
@@ -236,7 +237,8 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
       agree_transport(group, context.group->where, "the choice of the MPI path at basp_plan_create", deadline);
   const int64_t min_want = wish.least;
   const int64_t max_want = wish.most;
-  if (min_want == kWantP2P) return make_p2p_path(context, group.comm);  // p2p anywhere wins: every rank can do it
+  if (min_want == kWantP2P)
+    return make_p2p_path(context, DataComm::duplicate(group.comm));  // p2p anywhere wins: every rank can do it
   BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto,
                  "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ", context.group->where,
                  " and staged on others: set the same value on every rank");
@@ -258,7 +260,7 @@ std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const 
   }
   std::vector<pid_t> pids;
   if (probe_cma(plan, group, one_node, forced == kWantCma, deadline, pids)) return make_cma_path(context, pids);
-  return make_p2p_path(context, group.comm);
+  return make_p2p_path(context, DataComm::duplicate(group.comm));
 }
 
 }  // namespace
@@ -318,7 +320,7 @@ std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan
     for (int32_t r : members) pids.push_back(locality.pids[static_cast<size_t>(r)]);
     executor->set_path(make_cma_path(executor->path_context(), std::move(pids)));
   } else {
-    executor->set_path(make_p2p_path(executor->path_context(), data));
+    executor->set_path(make_p2p_path(executor->path_context(), DataComm::shared(data)));
   }
   return executor;
 }

@@ -11,6 +11,7 @@
 // The data receives are posted before the control round, the sends after it: a mismatched exchange sends nothing,
 // and its receives, which nothing matched, are cancelled.
 #include <climits>
+#include <utility>
 
 #include "common/error.h"
 #include "layout/host_copy.h"
@@ -40,10 +41,7 @@ OwnedType contiguous_type(int64_t bytes) {
 
 class P2pPath final : public ExchangePath {
  public:
-  P2pPath(const PathContext& context, MPI_Comm group)
-      : c_(context),
-        owned_(c_.world ? OwnedComm() : dup_with_errors_return(group)),
-        comm_(c_.world ? group : owned_.get()) {
+  P2pPath(const PathContext& context, DataComm data) : c_(context), data_(std::move(data)), comm_(data_.comm) {
     const plan::ExchangePlan& p = *c_.plan;
     const int32_t n = p.num_tensors();
     const int32_t k = p.group_size;
@@ -223,7 +221,7 @@ class P2pPath final : public ExchangePath {
   }
 
   PathContext c_;
-  OwnedComm owned_;  // the plan's own duplicate: its data tags never meet another plan's (none for batch plans)
+  DataComm data_;
   MPI_Comm comm_;
   std::vector<Types> types_;
   std::vector<MPI_Request> requests_;
@@ -235,8 +233,8 @@ class P2pPath final : public ExchangePath {
 
 }  // namespace
 
-std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, MPI_Comm group) {
-  return std::make_unique<P2pPath>(context, group);
+std::unique_ptr<ExchangePath> make_p2p_path(const PathContext& context, DataComm data) {
+  return std::make_unique<P2pPath>(context, std::move(data));
 }
 
 }  // namespace basp::transport::mpi

@@ -39,8 +39,7 @@ class StagedPath final : public ExchangePath {
     base_.assign(static_cast<size_t>(p.group_size), nullptr);
     for (int32_t j = 0; j < p.group_size; ++j) {
       const int64_t bytes = p.region_bytes(j);
-      base_[static_cast<size_t>(j)] =
-          j == p.position ? staging.own(bytes) : staging.peer(c_.group->members[static_cast<size_t>(j)], bytes);
+      base_[static_cast<size_t>(j)] = j == p.position ? staging.own(bytes) : staging.peer(c_.peer_rank(j), bytes);
     }
     bytes_ = p.region_bytes(p.position);
   }
