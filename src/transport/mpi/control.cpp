@@ -92,29 +92,16 @@ bool ControlChannel::take_stashed(int source, int tag, ControlMessage* message) 
   return false;
 }
 
-PlanControl::PlanControl(ControlChannel& channel, int64_t plan_id)
+PlanControl::PlanControl(ControlChannel& channel, const GroupSpec& group, std::vector<int32_t> ranks, MatchPolicy match)
     : channel_(channel),
-      group_(channel.group()),
-      world_(false),
-      plan_id_(plan_id),
-      tag_(channel.tag_of(plan_id)),
-      k_(static_cast<int32_t>(channel.group().members.size())),
-      me_(channel.group().position),
-      send_(std::make_shared<ControlMessage>()),
-      recv_(static_cast<size_t>(k_)),
-      got_(static_cast<size_t>(k_), Got::kNothing),
-      sends_(static_cast<size_t>(std::max(k_ - 1, 0)), MPI_REQUEST_NULL) {}
-
-PlanControl::PlanControl(ControlChannel& channel, const GroupInBatch& batch)
-    : channel_(channel),
-      group_(batch_group_),
-      batch_group_(batch.group),
-      world_(true),
-      batch_(batch.fingerprint),
-      plan_id_(batch.batch_id),
-      tag_(0),
-      k_(static_cast<int32_t>(batch.group.members.size())),
-      me_(batch.group.position),
+      group_(group),
+      ranks_(std::move(ranks)),
+      match_(match),
+      batch_(match.fingerprint),
+      plan_id_(match.id),
+      tag_(match.batch() ? 0 : channel.tag_of(match.id)),
+      k_(static_cast<int32_t>(group.members.size())),
+      me_(group.position),
       send_(std::make_shared<ControlMessage>()),
       recv_(static_cast<size_t>(k_)),
       got_(static_cast<size_t>(k_), Got::kNothing),
@@ -239,7 +226,7 @@ void PlanControl::receive_all(Round round, const detail::Deadline& deadline, con
   const auto t0 = Clock::now();
   const int64_t grace = witness_grace_ms(deadline);
   while (pending > 0) {
-    const bool witnesses = !world_ && round == kArrive && !channel_.concurrent() && ms_since(t0) >= grace;
+    const bool witnesses = !match_.batch() && round == kArrive && !channel_.concurrent() && ms_since(t0) >= grace;
     for (int32_t i = 1; i < k_; ++i) {
       const int32_t j = (me_ + k_ - i) % k_;
       Got& g = got_[static_cast<size_t>(j)];
@@ -285,7 +272,8 @@ void PlanControl::check_arrivals() {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     // On this plan's tag only this plan's first rounds can come first: anything else means the group is out of
     // step, and no verdict drawn from it could be trusted.
-    if (world_ && j != me_ && m.round == kArrive && (m.plan != plan_id_ || m.batch != batch_)) report_mismatch();
+    if (match_.batch() && j != me_ && m.round == kArrive && (m.plan != plan_id_ || m.batch != batch_))
+      report_mismatch();
     if (j != me_ && got_[static_cast<size_t>(j)] == Got::kOwn && (m.plan != plan_id_ || m.round != kArrive)) {
       BASP_CHECK(false, BASP_ERROR_INTERNAL, "the first control round of plan #", plan_id_, " in ", group_.where,
                  " got world rank ", group_.members[static_cast<size_t>(j)], "'s message of plan #", m.plan, " (round ",
@@ -343,7 +331,7 @@ void PlanControl::report_mismatch() const {
                               : " with document boundaries " + std::string(fp);
     }
     if (!same_exchange) {
-      out += std::string(world_ ? " of batch plan #" : " of plan #") + std::to_string(m.plan) + " (exchange #" +
+      out += std::string(match_.batch() ? " of batch plan #" : " of plan #") + std::to_string(m.plan) + " (exchange #" +
              std::to_string(m.call) + ")";
     }
     if (m.flags & kFlagFailed)
@@ -369,10 +357,10 @@ void PlanControl::report_mismatch() const {
                      : same_exchange ? " are not in the same operation of this plan: "
                                      : " are not in the same exchange: ";
   detail::fail(BASP_ERROR_MISMATCH, "the ranks of ", group_.where, what, detail,
-               same_exchange ? ""
-               : world_      ? " (batch plans are numbered in the order each rank made them: every rank must make "
-                               "every batch plan of the comm, from the same description)"
-                             : " (plans are numbered in the order the comm made them)");
+               same_exchange    ? ""
+               : match_.batch() ? " (batch plans are numbered in the order each rank made them: every rank must make "
+                                  "every batch plan of the comm, from the same description)"
+                                : " (plans are numbered in the order the comm made them)");
 }
 
 void PlanControl::report_timeout(const detail::Deadline& deadline, const char* step) {

@@ -105,16 +105,32 @@ class ControlChannel {
   std::vector<Stashed> stash_;
 };
 
+// What a plan's control messages must match beyond the exchange itself (operation, call number, head range,
+// tokens, documents), and where they travel.
+//   plan tag           a plan of a group (`id`: its plan id): its own tag on the group's channel; a peer found on
+//                      another plan's tag is read as a witness of a mismatch.
+//   batch fingerprint  a batch plan (`id`: its batch id): the one tag of the comm's world channel, shared by every
+//                      batch plan (their executes run one at a time); a peer's message of another batch plan, or of
+//                      another batch description (`fingerprint`), is a mismatch.
+struct MatchPolicy {
+  enum class Kind { kPlanTag, kBatchFingerprint };
+  Kind kind = Kind::kPlanTag;
+  int64_t id = 0;
+  uint64_t fingerprint = 0;  // batch fingerprint only; 0 otherwise
+  static MatchPolicy plan_tag(int64_t plan_id) { return {Kind::kPlanTag, plan_id, 0}; }
+  static MatchPolicy batch_fingerprint(const GroupInBatch& batch) {
+    return {Kind::kBatchFingerprint, batch.batch_id, batch.fingerprint};
+  }
+  bool batch() const { return kind == Kind::kBatchFingerprint; }
+};
+
 // One per plan: its message buffers (allocated once), its call counter and the rounds of its exchanges.
 //
-// A batch plan's control (docs/batch.md) runs on the comm's world channel instead: its group is its own (`batch`
-// members are world ranks, which are the channel's ranks), every batch plan of the comm uses one tag (their
-// executes run one at a time), and a peer's message of another batch plan, or of another batch description (the
-// fingerprint), is a BASP_ERROR_MISMATCH naming both.
+// A batch plan's control (docs/batch.md) runs on the comm's world channel instead, with its own group.
 class PlanControl {
  public:
-  PlanControl(ControlChannel& channel, int64_t plan_id);
-  PlanControl(ControlChannel& channel, const GroupInBatch& batch);
+  // `group`: the plan's group (members: world ranks, for messages); `ranks`: each position's rank on the channel.
+  PlanControl(ControlChannel& channel, const GroupSpec& group, std::vector<int32_t> ranks, MatchPolicy match);
   ~PlanControl();
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
@@ -155,14 +171,14 @@ class PlanControl {
   [[noreturn]] void report_mismatch() const;
   [[noreturn]] void report_timeout(const detail::Deadline& deadline, const char* step);
 
-  int peer_rank(int32_t j) const { return world_ ? group_.members[static_cast<size_t>(j)] : j; }
+  int peer_rank(int32_t j) const { return ranks_[static_cast<size_t>(j)]; }
 
   ControlChannel& channel_;
-  const GroupSpec& group_;  // the channel's group, or the batch plan's (batch_group_)
-  GroupSpec batch_group_;
-  const bool world_;  // a batch plan: peers are world ranks on the world channel
-  const uint64_t batch_ = 0;
-  const int64_t plan_id_;
+  const GroupSpec group_;
+  const std::vector<int32_t> ranks_;
+  const MatchPolicy match_;
+  const uint64_t batch_ = 0;  // match_.fingerprint
+  const int64_t plan_id_;     // match_.id
   const int tag_;
   const int32_t k_;
   const int32_t me_;

@@ -64,16 +64,25 @@ TransportWish agree_transport(const CollectiveScope& scope, const std::string& w
 // Host memory, no stream: an execute blocks until its exchange is done.
 constexpr ExecuteNeeds kNeeds{false, false, "MPI"};
 
+// Positions 0..k-1 as ranks 0..k-1: a plan's messages travel on its group's own communicators.
+std::vector<int32_t> identity(int32_t k) {
+  std::vector<int32_t> out(static_cast<size_t>(k));
+  for (int32_t j = 0; j < k; ++j) out[static_cast<size_t>(j)] = j;
+  return out;
+}
+
 class MpiExecutor final : public ExecutorBase<ExchangePath> {
  public:
   MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
               std::shared_ptr<SharedMemory> memory)
-      : ExecutorBase(plan, kNeeds), control_(channel, context.plan_id), timeout_ms_(channel.group().timeout_ms) {
+      : ExecutorBase(plan, kNeeds),
+        control_(channel, channel.group(), identity(plan.group_size), MatchPolicy::plan_tag(context.plan_id)),
+        timeout_ms_(channel.group().timeout_ms) {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &channel.group();
     context_.memory = std::move(memory);
-    for (int32_t j = 0; j < plan.group_size; ++j) context_.ranks.push_back(j);
+    context_.ranks = identity(plan.group_size);
     context_.workspace = std::make_shared<Workspace>("workspace");
   }
   // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
@@ -81,7 +90,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
               std::shared_ptr<Workspace> pool, std::atomic<bool>* busy)
       : ExecutorBase(plan, kNeeds),
         group_(batch.group),
-        control_(world, batch),
+        control_(world, batch.group, batch.group.members, MatchPolicy::batch_fingerprint(batch)),
         timeout_ms_(batch.group.timeout_ms),
         busy_(busy) {
     context_.plan = &plan_;
