@@ -46,9 +46,9 @@ class MpiBatchTransport final : public BatchTransport {
         bootstrap_(scope_of(collectives_, world)),
         locality_(find_batch_locality(bootstrap_.scope(), world.position, nodes, deadline)) {
     // The same verdicts on every rank: the transport wish is agreed, and set_up's rounds are collective.
-    if (locality_.p2p_only || locality_.forced_cma) return;
+    if (locality_.want == Want::kP2P || locality_.want == Want::kCma) return;
     staging_.set_up(bootstrap_.scope(), world.position, nodes, deadline);
-    for (size_t r = 0; r < world.members.size() && locality_.forced_staged; ++r) {
+    for (size_t r = 0; r < world.members.size() && locality_.want == Want::kStaged; ++r) {
       BASP_CHECK(staging_.usable(static_cast<int32_t>(r)), BASP_ERROR_UNSUPPORTED,
                  "BASP_MPI_TRANSPORT=staged was requested but the ranks of world rank ", r,
                  "'s node cannot map each other's memory (memfd through /proc)");

@@ -22,45 +22,6 @@
 namespace basp::transport::mpi {
 namespace {
 
-// Cross-memory attach pays per row: below 1 KiB rows pack + send moves bytes faster (benchmarks.md §3.1).
-constexpr int64_t kCmaMinRowBytes = 1024;
-// BASP_MPI_TRANSPORT values, ordered for the group's agreement (the minimum and maximum over the group).
-constexpr int64_t kWantP2P = 0;
-constexpr int64_t kWantAuto = 1;
-constexpr int64_t kWantCma = 2;
-constexpr int64_t kWantStaged = 3;
-
-int64_t wanted_path(const std::string& mode, bool* known) {
-  *known = true;
-  if (mode == "auto") return kWantAuto;
-  if (mode == "p2p") return kWantP2P;
-  if (mode == "cma" || mode == "direct") return kWantCma;
-  if (mode == "staged") return kWantStaged;
-  *known = false;
-  return kWantP2P;  // a bad value on one rank still takes part, so its peers do not wait for it
-}
-
-// BASP_MPI_TRANSPORT over the ranks of `scope` (one bounded all-reduce): the least and the greatest wish. A value
-// that is not one of the five, on this rank or on another of `where`, is BASP_ERROR_INVALID_ARGUMENT on every rank.
-struct TransportWish {
-  int64_t least;
-  int64_t most;
-};
-TransportWish agree_transport(const CollectiveScope& scope, const std::string& where, const char* step,
-                              const detail::Deadline& deadline) {
-  const env::Knob& knob = env::knob("BASP_MPI_TRANSPORT");
-  const std::string value = env::raw(knob.name);
-  const std::string mode = value.empty() ? knob.default_value : value;
-  bool known = false;
-  const int64_t want = wanted_path(mode, &known);
-  int64_t wants[3] = {want, -want, known ? 0 : -1};
-  allreduce_min(scope, wants, 3, step, deadline);
-  BASP_CHECK_ARG(known, env::invalid_message(knob, value));
-  BASP_CHECK_ARG(wants[2] == 0, "BASP_MPI_TRANSPORT is not auto, p2p, cma, staged or direct on another rank of ",
-                 where);
-  return {wants[0], -wants[1]};
-}
-
 // Host memory, no stream: an execute blocks until its exchange is done.
 constexpr ExecuteNeeds kNeeds{false, false, "MPI"};
 
@@ -181,137 +142,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
   std::atomic<bool>* busy_ = nullptr;  // batch plans: the comm's "a batch plan executes" flag
 };
 
-// Whether the plan's head-sharded rows are long enough for cross-memory attach to beat pack + send.
-bool rows_suit_cma(const plan::ExchangePlan& plan) {
-  int64_t min_row = INT64_MAX;
-  for (const auto& g : plan.tensors) {
-    for (int32_t j = 0; j < g.k; ++j) {
-      if (g.heads_of(j) > 0) min_row = std::min(min_row, g.head_row_bytes(j));
-    }
-  }
-  return min_row >= kCmaMinRowBytes;
-}
-
-// The value rank `me` of a probe holds where its peers read it.
-uint64_t cma_probe_value(int32_t me) { return 0xBA5Bull << 32 | static_cast<uint32_t>(me); }
-
-// One rank's process and the address of its probe value, as its peers read it.
-struct CmaEndpoint {
-  int64_t pid;
-  uint64_t address;
-};
-
-// Collective over `scope` (`size` ranks, this one `me`): every rank's endpoint. The probe value stays valid while
-// the peers read it: this thread is inside the next collective of the probe until they are done.
-std::vector<CmaEndpoint> exchange_cma_endpoints(const CollectiveScope& scope, int32_t me, int32_t size,
-                                                const char* step, const detail::Deadline& deadline) {
-  static thread_local uint64_t probe_value = 0;
-  probe_value = cma_probe_value(me);
-  const CmaEndpoint mine{static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(&probe_value)};
-  std::vector<CmaEndpoint> all(static_cast<size_t>(size));
-  allgather_bytes(scope, &mine, sizeof(CmaEndpoint), all.data(), step, deadline);
-  return all;
-}
-
-// Collective: true when every rank of the group can read every other one's memory with cross-memory attach; the
-// process of each position in `pids`.
-bool probe_cma(const plan::ExchangePlan& plan, const CollectiveScope& group, bool one_node, bool forced,
-               const detail::Deadline& deadline, std::vector<pid_t>& pids) {
-  if (!forced && !rows_suit_cma(plan)) return false;
-  // Can every rank read every other rank's memory? Probe a known value through each peer.
-  const int k = plan.group_size;
-  const int me = plan.position;
-  const std::vector<CmaEndpoint> all =
-      exchange_cma_endpoints(group, me, k, "the exchange of process ids at basp_plan_create", deadline);
-  int64_t ok = one_node ? 1 : 0;
-  for (int j = 0; j < k && ok; ++j) {
-    if (j != me) {
-      ok = cma_probe(static_cast<pid_t>(all[j].pid), all[j].address, cma_probe_value(j));
-    }
-  }
-  allreduce_min(group, &ok, 1, "the cross-memory-attach probe at basp_plan_create", deadline);
-  BASP_CHECK(ok || !forced, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=cma was requested but ",
-             !one_node ? "the group spans several nodes"
-                       : "cross-memory attach (process_vm_readv) is not permitted between the group's ranks");
-  for (const CmaEndpoint& e : all) pids.push_back(static_cast<pid_t>(e.pid));
-  return ok == 1;
-}
-
-std::unique_ptr<ExchangePath> choose_path(const plan::ExchangePlan& plan, const PathContext& context,
-                                          const CollectiveScope& group) {
-  if (plan.group_size == 1) return make_local_path(context);
-  const detail::Deadline deadline(context.group->timeout_ms);
-  // Every rank must take the same path, whatever its environment says.
-  const TransportWish wish =
-      agree_transport(group, context.group->where, "the choice of the MPI path at basp_plan_create", deadline);
-  const int64_t min_want = wish.least;
-  const int64_t max_want = wish.most;
-  if (min_want == kWantP2P)
-    return make_p2p_path(context, DataComm::duplicate(group.comm));  // p2p anywhere wins: every rank can do it
-  BASP_CHECK_ARG(min_want == max_want || min_want == kWantAuto,
-                 "BASP_MPI_TRANSPORT is cma (or direct) on some ranks of ", context.group->where,
-                 " and staged on others: set the same value on every rank");
-  const int64_t forced = max_want;  // kWantAuto when nobody forced a path
-  // Same node? (Blocking, but every rank is inside this call since the bounded round above.)
-  MPI_Comm node = MPI_COMM_NULL;
-  BASP_MPI_CHECK(MPI_Comm_split_type(group.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  OwnedComm node_owned(node);
-  int node_size = 0;
-  BASP_MPI_CHECK(MPI_Comm_size(node, &node_size));
-  const bool one_node = node_size == plan.group_size;  // the same answer on every rank of the group
-  if (forced != kWantCma) {
-    if (one_node) {
-      if (auto staged = make_staged_path(context, group, deadline)) return staged;
-    }
-    BASP_CHECK(forced != kWantStaged, BASP_ERROR_UNSUPPORTED, "BASP_MPI_TRANSPORT=staged was requested but ",
-               one_node ? "the group's ranks cannot map each other's memory (memfd through /proc)"
-                        : "the group spans several nodes");
-  }
-  std::vector<pid_t> pids;
-  if (probe_cma(plan, group, one_node, forced == kWantCma, deadline, pids)) return make_cma_path(context, pids);
-  return make_p2p_path(context, DataComm::duplicate(group.comm));
-}
-
 }  // namespace
-
-bool BatchLocality::cma_group(const std::vector<int32_t>& members) const {
-  return !p2p_only && on_one_working_node(cma_node, members);
-}
-
-BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_rank, const std::vector<uint64_t>& nodes,
-                                  const detail::Deadline& deadline) {
-  const TransportWish wish =
-      agree_transport(world, world.where, "the choice of the batch plans' MPI paths at comm creation", deadline);
-  BASP_CHECK_ARG(wish.least == wish.most, "BASP_MPI_TRANSPORT is not the same on every rank of ", world.where,
-                 " (a comm for batch plans needs one value: its groups choose their paths without talking)");
-  const int64_t want = wish.least;
-  BatchLocality out;
-  out.p2p_only = want == kWantP2P;
-  out.forced_cma = want == kWantCma;
-  out.forced_staged = want == kWantStaged;
-  const auto n = world.labels.size();
-  if (out.p2p_only || nodes.size() != n) return out;  // the same on every rank: no probe round
-  // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
-  const std::vector<CmaEndpoint> all = exchange_cma_endpoints(world, world_rank, static_cast<int32_t>(n),
-                                                              "the exchange of process ids at comm creation", deadline);
-  int64_t ok = 1;
-  for (size_t r = 0; r < n && ok; ++r) {
-    if (static_cast<int32_t>(r) != world_rank && nodes[r] == nodes[static_cast<size_t>(world_rank)]) {
-      ok = cma_probe(static_cast<pid_t>(all[r].pid), all[r].address, cma_probe_value(static_cast<int32_t>(r)));
-    }
-  }
-  std::vector<int64_t> oks(n);
-  allgather_bytes(world, &ok, sizeof ok, oks.data(), "the cross-memory-attach probe at comm creation", deadline);
-  out.cma_node = working_nodes(nodes, oks);  // a node where any rank failed its probe is none
-  for (size_t r = 0; r < n; ++r) {
-    BASP_CHECK(!out.forced_cma || out.cma_node[r] >= 0, BASP_ERROR_UNSUPPORTED,
-               "BASP_MPI_TRANSPORT=cma was requested but cross-memory attach (process_vm_readv) is not permitted "
-               "between the ranks of world rank ",
-               r, "'s node");
-  }
-  for (size_t r = 0; r < n; ++r) out.pids.push_back(static_cast<pid_t>(all[r].pid));
-  return out;
-}
 
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
@@ -320,17 +151,9 @@ std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan
   auto executor = std::make_unique<MpiExecutor>(plan, batch, world, std::move(pool), &busy);
   // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
   const std::vector<int32_t>& members = batch.group.members;
-  if (plan.group_size == 1) {
-    executor->set_path(make_local_path(executor->path_context()));
-  } else if (!locality.p2p_only && !locality.forced_cma && staging.one_node(members)) {
-    executor->set_path(make_batch_staged_path(executor->path_context(), staging));
-  } else if (locality.cma_group(members) && (locality.forced_cma || rows_suit_cma(plan))) {
-    std::vector<pid_t> pids;
-    for (int32_t r : members) pids.push_back(locality.pids[static_cast<size_t>(r)]);
-    executor->set_path(make_cma_path(executor->path_context(), std::move(pids)));
-  } else {
-    executor->set_path(make_p2p_path(executor->path_context(), DataComm::shared(data)));
-  }
+  const std::unique_ptr<PathSource> source = batch_path_source(locality, staging, members, data);
+  executor->set_path(
+      choose_path(batch_path_facts(plan, locality, staging, members), executor->path_context(), *source));
   return executor;
 }
 
@@ -338,7 +161,10 @@ std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, cons
                                             const CollectiveScope& group, ControlChannel& channel,
                                             std::shared_ptr<SharedMemory> memory) {
   auto executor = std::make_unique<MpiExecutor>(plan, context, channel, std::move(memory));
-  executor->set_path(choose_path(plan, executor->path_context(), group));
+  const detail::Deadline deadline(channel.group().timeout_ms);
+  const PathFacts facts = plan_path_facts(plan, group, channel.group().where, deadline);
+  const std::unique_ptr<PathSource> source = plan_path_source(plan, group, deadline);
+  executor->set_path(choose_path(facts, executor->path_context(), *source));
   return executor;
 }
 
