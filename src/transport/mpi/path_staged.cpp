@@ -15,6 +15,9 @@
 // ever read. A batch plan's regions are the comm's per-node staging instead (node_staging.h), made at comm creation.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "layout/host_copy.h"
@@ -26,47 +29,23 @@ namespace {
 
 constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared path
 
+// Where the staged path's regions live: each position's, mapped here.
+struct StagingRegions {
+  std::vector<std::byte*> base;         // per position
+  int64_t bytes = 0;                    // the size of this rank's
+  std::unique_ptr<SharedMemory> owned;  // a plan's own regions (none: the comm's node staging)
+};
+
 class StagedPath final : public ExchangePath {
  public:
-  explicit StagedPath(const PathContext& context)
-      : c_(context), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {}
-
-  // A batch plan's: the regions are the comm's node staging (node_staging.h), this rank's grown to its need and each
-  // peer's mapped as far as that peer will write it.
-  StagedPath(const PathContext& context, NodeStaging& staging)
-      : c_(context), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
-    const plan::ExchangePlan& p = *c_.plan;
-    base_.assign(static_cast<size_t>(p.group_size), nullptr);
-    for (int32_t j = 0; j < p.group_size; ++j) {
-      const int64_t bytes = p.region_bytes(j);
-      base_[static_cast<size_t>(j)] = j == p.position ? staging.own(bytes) : staging.peer(c_.peer_rank(j), bytes);
-    }
-    bytes_ = p.region_bytes(p.position);
-  }
-
-  // Collective: the regions; false (on every rank alike) when some rank cannot map another's.
-  bool set_up(const CollectiveScope& group, const detail::Deadline& deadline) {
-    const plan::ExchangePlan& p = *c_.plan;
-    const int64_t bytes = p.region_bytes(p.position);
-    bool shared = false;
-    void* mine = staging_.allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(bytes, 64)), &shared,
-                                   deadline, "basp_plan_create");
-    if (!shared) {
-      staging_.release(group, p.position, mine, deadline, "basp_plan_create");
-      return false;
-    }
-    base_.assign(static_cast<size_t>(p.group_size), nullptr);
-    for (int32_t j = 0; j < p.group_size; ++j) {
-      base_[static_cast<size_t>(j)] = j == p.position ? static_cast<std::byte*>(mine) : staging_.first_region_of(j);
-    }
-    // Fault every mapping in now, not in the first execute (zero pages of a fresh memfd are shared).
-    std::memset(mine, 0, static_cast<size_t>(bytes));
-    bytes_ = bytes;
-    return true;
-  }
+  StagedPath(const PathContext& context, StagingRegions regions)
+      : c_(context),
+        shared_(context),
+        regions_(std::move(regions)),
+        places_(static_cast<size_t>(context.plan->group_size)) {}
 
   basp_path_t id() const override { return BASP_PATH_STAGED; }
-  int64_t workspace_bytes() const override { return bytes_; }
+  int64_t workspace_bytes() const override { return regions_.bytes; }
 
   basp_path_t run(const Exchange& x) override {
     const plan::ExchangePlan& p = *c_.plan;
@@ -101,7 +80,7 @@ class StagedPath final : public ExchangePath {
 
   // Tensor t's chunk for position j in the region of position `owner`.
   std::byte* chunk(const Exchange& x, int32_t owner, int32_t t, int32_t j) const {
-    return base_[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.geom[t], x.direction);
+    return regions_.base[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.geom[t], x.direction);
   }
 
   void fill_region(const Exchange& x) {
@@ -149,23 +128,49 @@ class StagedPath final : public ExchangePath {
 
   PathContext c_;
   SharedPath shared_;
-  SharedMemory staging_;                  // this rank's region and every peer's mapping (none: a batch plan's)
-  int64_t bytes_ = 0;                     // the size of this rank's region
-  std::vector<std::byte*> base_;          // each position's region, mapped here
+  StagingRegions regions_;
   std::vector<layout::RowPlace> places_;  // scratch: one place per position
 };
 
 }  // namespace
 
+// A batch plan's regions are the comm's node staging (node_staging.h): this rank's grown to its need and each
+// peer's mapped as far as that peer will write it.
 std::unique_ptr<ExchangePath> make_batch_staged_path(const PathContext& context, NodeStaging& staging) {
-  return std::make_unique<StagedPath>(context, staging);
+  const plan::ExchangePlan& p = *context.plan;
+  StagingRegions regions;
+  regions.base.assign(static_cast<size_t>(p.group_size), nullptr);
+  for (int32_t j = 0; j < p.group_size; ++j) {
+    const int64_t bytes = p.region_bytes(j);
+    regions.base[static_cast<size_t>(j)] =
+        j == p.position ? staging.own(bytes) : staging.peer(context.peer_rank(j), bytes);
+  }
+  regions.bytes = p.region_bytes(p.position);
+  return std::make_unique<StagedPath>(context, std::move(regions));
 }
 
+// A plan's own regions, collectively: none (on every rank alike) when some rank cannot map another's.
 std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const CollectiveScope& group,
                                                const detail::Deadline& deadline) {
-  auto path = std::make_unique<StagedPath>(context);
-  if (!path->set_up(group, deadline)) return nullptr;
-  return path;
+  const plan::ExchangePlan& p = *context.plan;
+  StagingRegions regions;
+  regions.owned = std::make_unique<SharedMemory>();
+  regions.bytes = p.region_bytes(p.position);
+  bool shared = false;
+  void* mine = regions.owned->allocate(group, p.position, static_cast<size_t>(std::max<int64_t>(regions.bytes, 64)),
+                                       &shared, deadline, "basp_plan_create");
+  if (!shared) {
+    regions.owned->release(group, p.position, mine, deadline, "basp_plan_create");
+    return nullptr;
+  }
+  regions.base.assign(static_cast<size_t>(p.group_size), nullptr);
+  for (int32_t j = 0; j < p.group_size; ++j) {
+    regions.base[static_cast<size_t>(j)] =
+        j == p.position ? static_cast<std::byte*>(mine) : regions.owned->first_region_of(j);
+  }
+  // Fault every mapping in now, not in the first execute (zero pages of a fresh memfd are shared).
+  std::memset(mine, 0, static_cast<size_t>(regions.bytes));
+  return std::make_unique<StagedPath>(context, std::move(regions));
 }
 
 }  // namespace basp::transport::mpi
