@@ -32,33 +32,31 @@ std::vector<int32_t> identity(int32_t k) {
   return out;
 }
 
+// What an MPI executor is made of, a plan's and a batch plan's alike.
+struct ExecutorParts {
+  ControlChannel* channel = nullptr;     // carries its control messages
+  GroupSpec group;                       // its group: world ranks by position, the timeout, for messages
+  std::vector<int32_t> ranks;            // position -> rank on the channel's and the data communicators
+  MatchPolicy match;                     // plan tag, or batch fingerprint
+  std::shared_ptr<Workspace> workspace;  // the plan's own, or the comm's pool
+  std::shared_ptr<SharedMemory> memory;  // the group's basp_mem_alloc memory (none for a batch plan)
+  std::atomic<bool>* busy = nullptr;     // the comm's flag that serialises its batch plans' executes (batch only)
+};
+
 class MpiExecutor final : public ExecutorBase<ExchangePath> {
  public:
-  MpiExecutor(const plan::ExchangePlan& plan, const PlanContext& context, ControlChannel& channel,
-              std::shared_ptr<SharedMemory> memory)
+  MpiExecutor(const plan::ExchangePlan& plan, ExecutorParts parts)
       : ExecutorBase(plan, kNeeds),
-        control_(channel, channel.group(), identity(plan.group_size), MatchPolicy::plan_tag(context.plan_id)),
-        timeout_ms_(channel.group().timeout_ms) {
-    context_.plan = &plan_;
-    context_.control = &control_;
-    context_.group = &channel.group();
-    context_.memory = std::move(memory);
-    context_.ranks = identity(plan.group_size);
-    context_.workspace = std::make_shared<Workspace>("workspace");
-  }
-  // A batch plan's: its control on the comm's world channel; `busy` serialises the comm's batch executes.
-  MpiExecutor(const plan::ExchangePlan& plan, const GroupInBatch& batch, ControlChannel& world,
-              std::shared_ptr<Workspace> pool, std::atomic<bool>* busy)
-      : ExecutorBase(plan, kNeeds),
-        group_(batch.group),
-        control_(world, batch.group, batch.group.members, MatchPolicy::batch_fingerprint(batch)),
-        timeout_ms_(batch.group.timeout_ms),
-        busy_(busy) {
+        group_(std::move(parts.group)),
+        control_(*parts.channel, group_, parts.ranks, parts.match),
+        timeout_ms_(group_.timeout_ms),
+        busy_(parts.busy) {
     context_.plan = &plan_;
     context_.control = &control_;
     context_.group = &group_;
-    context_.ranks = batch.group.members;
-    context_.workspace = std::move(pool);
+    context_.memory = std::move(parts.memory);
+    context_.ranks = std::move(parts.ranks);
+    context_.workspace = std::move(parts.workspace);
   }
 
   const PathContext& path_context() const { return context_; }
@@ -134,7 +132,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     control_.end();
   }
 
-  GroupSpec group_;  // a batch plan's group (positions -> world ranks)
+  GroupSpec group_;  // world ranks by position, for messages
   PlanControl control_;
   PathContext context_;
   int64_t timeout_ms_;
@@ -148,7 +146,14 @@ std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan
                                                   const BatchLocality& locality, NodeStaging& staging,
                                                   ControlChannel& world, MPI_Comm data, std::shared_ptr<Workspace> pool,
                                                   std::atomic<bool>& busy) {
-  auto executor = std::make_unique<MpiExecutor>(plan, batch, world, std::move(pool), &busy);
+  ExecutorParts parts;
+  parts.channel = &world;
+  parts.group = batch.group;
+  parts.ranks = batch.group.members;  // world ranks, the world channel's and the data communicator's
+  parts.match = MatchPolicy::batch_fingerprint(batch);
+  parts.workspace = std::move(pool);
+  parts.busy = &busy;
+  auto executor = std::make_unique<MpiExecutor>(plan, std::move(parts));
   // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
   const std::vector<int32_t>& members = batch.group.members;
   const std::unique_ptr<PathSource> source = batch_path_source(locality, staging, members, data);
@@ -160,7 +165,14 @@ std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan
 std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, const PlanContext& context,
                                             const CollectiveScope& group, ControlChannel& channel,
                                             std::shared_ptr<SharedMemory> memory) {
-  auto executor = std::make_unique<MpiExecutor>(plan, context, channel, std::move(memory));
+  ExecutorParts parts;
+  parts.channel = &channel;
+  parts.group = channel.group();
+  parts.ranks = identity(plan.group_size);
+  parts.match = MatchPolicy::plan_tag(context.plan_id);
+  parts.workspace = std::make_shared<Workspace>("workspace");
+  parts.memory = std::move(memory);
+  auto executor = std::make_unique<MpiExecutor>(plan, std::move(parts));
   const detail::Deadline deadline(channel.group().timeout_ms);
   const PathFacts facts = plan_path_facts(plan, group, channel.group().where, deadline);
   const std::unique_ptr<PathSource> source = plan_path_source(plan, group, deadline);
