@@ -35,16 +35,21 @@ struct ExchangeCall {
   uint64_t plan = 0;      // fingerprint of the plan's geometry
   int64_t direction = 0;  // a Direction value
   int64_t tokens = 0;
+  int64_t head_first = 0;  // the head range (plan::HeadRange)
+  int64_t head_count = -1;
   uint64_t documents = 0;
   bool operator==(const ExchangeCall& o) const {
     return plan_id == o.plan_id && plan == o.plan && direction == o.direction && tokens == o.tokens &&
-           documents == o.documents;
+           head_first == o.head_first && head_count == o.head_count && documents == o.documents;
   }
 };
 
 std::string describe(const ExchangeCall& c) {
   return std::string(direction_call(static_cast<Direction>(c.direction))) + " of plan " + std::to_string(c.plan_id) +
          " (fingerprint " + std::to_string(c.plan) + ") of " + std::to_string(c.tokens) + " tokens" +
+         (c.head_first != 0 || c.head_count >= 0
+              ? " over heads " + std::to_string(c.head_first) + "+" + std::to_string(c.head_count)
+              : std::string()) +
          (c.documents != 0 ? " with document boundaries " + std::to_string(c.documents) : std::string());
 }
 
@@ -108,7 +113,7 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
   void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
     run(
-        direction, call.tokens,
+        direction, call,
         [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
         stream);
   }
@@ -117,14 +122,14 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
  private:
   // The deadline (exchange_watch.h) around the enqueue, and the agreement of BASP_CHECK_EXCHANGES before it.
   template <typename F>
-  void run(Direction direction, int64_t tokens, F&& enqueue, void* stream) {
+  void run(Direction direction, const plan::CallGeometry& call, F&& enqueue, void* stream) {
     const char* op = direction_call(direction);
     const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     ncclComm_t comm = comm_->get(op);
     const auto s = static_cast<cudaStream_t>(stream);
     DeviceScope scope(comm_->device());
     const bool captured = watch_ ? watch_->before(s, /*ordered=*/false, op) : false;
-    if (check_ && !captured) agree(direction, tokens);
+    if (check_ && !captured) agree(direction, call);
     try {
       enqueue(comm, s);
     } catch (const detail::Error&) {
@@ -137,11 +142,13 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
 
   // BASP_CHECK_EXCHANGES=1: a host-side all-gather of every rank's call before anything is enqueued. Blocks the
   // calling thread until the group's ranks arrive (up to the comm's timeout).
-  void agree(Direction direction, int64_t tokens) {
+  void agree(Direction direction, const plan::CallGeometry& call) {
     const char* op = direction_call(direction);
     ExchangeCall mine = call_;
     mine.direction = static_cast<int64_t>(direction);
-    mine.tokens = tokens;
+    mine.tokens = call.tokens;
+    mine.head_first = call.heads.first;
+    mine.head_count = call.heads.count;
     const auto k = static_cast<size_t>(plan_.group_size);
     std::vector<ExchangeCall> all(k);
     comm_->allgather(&mine, sizeof mine, all.data(), std::string("the exchange check of ") + op, where_,
