@@ -27,6 +27,7 @@ PACKAGES=(
   python3-numpy
   python3-torch
   python3-venv
+  universal-ctags
 )
 
 missing=()
