@@ -155,7 +155,8 @@ BASP_API size_t basp_dtype_size(basp_dtype_t dtype);
  * Handles
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct basp_comm* basp_comm_t; /* groups of the world for one micro-batch size */
-typedef struct basp_plan* basp_plan_t; /* one exchange shape: persistent, owns its workspace */
+typedef struct basp_plan* basp_plan_t; /* one exchange shape: persistent, owns its workspace (except a batch
+                                          plan, which borrows its comm's pool: see "Batch plans" below) */
 
 /* An MPI communicator as its Fortran handle: MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. */
 typedef int basp_mpi_fint_t;
@@ -367,7 +368,8 @@ typedef struct basp_plan_info_v1 {
   int32_t group_size;      /* K */
   int64_t local_sequences; /* b_loc = B / G */
   int64_t local_tokens;    /* S / K */
-  int64_t workspace_bytes; /* host or device memory the plan owns */
+  int64_t workspace_bytes; /* host or device memory the plan owns; a batch plan's: what it takes of its comm's
+                              workspace pool, which it does not own */
   /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D] (scatter input, gather output)
    * and head-sharded [b_loc, S, H_t/K, D] (scatter output, gather input); dims in BSHD order whatever the
    * layout. */
@@ -468,10 +470,12 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  * lengths). The description's fingerprint and the comm's count of batch plans travel with the first message of each
  * exchange, so a rank whose description (or count) differs from its group's gets BASP_ERROR_MISMATCH; a rank that
  * believes itself in another group than its peers do makes them wait, and they fail with BASP_ERROR_TIMEOUT naming
- * it. Never wrong data. Batch plans of one comm share its workspace pool and one message tag, so their executes run
- * one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an execute
- * only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing and
- * is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
+ * it. Never wrong data. Batch plans are the one exception to "a plan owns its workspace": they borrow their comm's
+ * workspace pool (MPI: the pool and per-node staging regions; NCCL: a device pool), grown at batch plan creation,
+ * never at execute, and held by the comm. Sharing that pool and one message tag, the executes of one comm's batch
+ * plans run one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an
+ * execute only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing
+ * and is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
  * exchange that has not ended within the timeout (BASP_ERROR_TIMEOUT); see docs/batch.md.
  * ------------------------------------------------------------------------------------------------------- */
 #define BASP_BATCH_MAGIC 0x42424154u /* "BBAT" */
