@@ -216,7 +216,7 @@ def test_torch_argument_errors():
                      "num_heads (3) must be a positive multiple of num_kv_heads (2)")
         layer = bt.BaspAttention(comm, k + 1 if k > 1 else 2, 4)
         q = torch.zeros(1, 2, layer.num_heads, 4)
-        # Since issue 14 a head count K does not divide is split over the group, no longer refused.
+        # A head count K does not divide is split over the group, no longer refused.
         check.equal(tuple(layer(q, q, q).shape), tuple(q.shape), "Hq = K + 1 runs")
         expect_error(lambda: layer(q, q[:, :, :1], q), inv, "k has shape (1, 2, 1, 4)")
         expect_error(lambda: layer(q, q.double(), q.double()), inv, "k (", "does not match q")

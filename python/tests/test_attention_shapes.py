@@ -1,4 +1,4 @@
-"""BaspAttention for any shape (issue 14) against float64 single-process attention, on the CPU over the MPI backend:
+"""BaspAttention for any shape against float64 single-process attention, on the CPU over the MPI backend:
 GQA ratios 1, 2, 4, 8 and 16 (MQA), head counts the group size K does not divide (fewer query heads than ranks
 included), sequence lengths K does not divide (ranks without tokens included), BSHD and SBHD; and packed documents
 (THD, documents of random lengths assigned to groups by basp.data.assign_documents, causal within each document)

@@ -1,4 +1,4 @@
-"""Plans of any shape from NumPy over the MPI backend (issue 14): sequence lengths and head counts the group size K
+"""Plans of any shape from NumPy over the MPI backend: sequence lengths and head counts the group size K
 does not divide, key/value tensors that follow the query heads' split (GQA, MQA, 28/4 heads at K = 8), packed
 streams (THD) whose token count changes every call, and tensors without elements on a rank (passed as None, sent
 as NULL).

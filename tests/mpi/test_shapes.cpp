@@ -1,4 +1,4 @@
-// Property test of the general exchange (issue 14) under mpirun, through the C ABI: every trial draws a shape that
+// Property test of the general exchange under mpirun, through the C ABI: every trial draws a shape that
 // the textbook plan refused (S and head counts the group size does not divide, S < K, prime S, GQA and MQA with
 // fewer KV heads than ranks, K/V-only plans, packed THD streams whose token count changes every call), every
 // layout and dtype, from a seed that rank 0 prints. Inputs are a function of global (tensor, sequence, token, head,
