@@ -464,8 +464,8 @@ TEST_CASE("batch plans of tiny cases are close to the brute-force optimum", "[ba
 
 // A packing data loader fills the micro-batch to exactly N * capacity tokens, cutting the last document; a plan
 // other than one group of N must then fill each of its groups exactly (plan::fill_bins). The batches of
-// docs/benchmarks.md section 12 (log-normal lengths, median 1,024, sigma 1.2, clipped to [32, 16,384], 8 x 4,096
-// tokens), on 2 nodes of 4 ranks with a slow network: the planner must find smaller groups than Ulysses's for
+// docs/benchmarks-history.md section 12 (log-normal lengths, median 1,024, sigma 1.2, clipped to [32, 16,384],
+// 8 x 4,096 tokens), on 2 nodes of 4 ranks with a slow network: the planner must find smaller groups than Ulysses's for
 // most of them, each within capacity and predicted faster than Ulysses.
 TEST_CASE("batch plans of batches packed to exactly N * capacity", "[batch_planner]") {
   CostModel model = typical_model();
