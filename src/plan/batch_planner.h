@@ -14,7 +14,7 @@
 //   bytes one rank exchanges with one peer:  scatter  t * (hq + 2 * hkv) * D * elem_size   (Q, K and V)
 //                                            gather   t * hq * D * elem_size                (the output)
 //   node_bytes     per peer * (the most members of the group in one unit - 1), a unit being a rank's NVLink
-//                  domain when it has one (domain != 0), else its node;
+//                  domain when it has one (domain != 0), else its node (traffic.h: calibration counts the same);
 //   network_bytes  per node: the sum over every group of per peer * (each of its members on that node) * (that
 //                  member's peers outside its unit); a group pays the largest such sum over the nodes where it
 //                  has cross-unit traffic (groups sharing a node share its link);
