@@ -1,11 +1,11 @@
-// Calibration's byte counts (runtime/calibrate.h) must be the planner's (plan::predict_batch), or the fitted betas
+// Calibration's byte counts (plan/calibration.h) must be the planner's (plan::predict_batch), or the fitted betas
 // would mean something else than what the planner multiplies them with. Hand-computed on 2 nodes x 4 ranks.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "plan/batch_planner.h"
-#include "runtime/calibrate.h"
+#include "plan/traffic.h"
 
 namespace {
 
@@ -27,14 +27,8 @@ TEST_CASE("calibration counts bytes as the planner does", "[calibrate]") {
   const std::vector<std::vector<int32_t>> members{{0, 1, 4, 5}, {2, 3}, {6}, {7}};
   // Per-peer scatter bytes: group 0 T = 400 over K = 4 (t = 100), Hq = Hkv = 4 (1 + 2 heads per rank), D = 1, one
   // byte: 300; group 1 T = 200 over 2 (t = 100, 2 + 4 heads): 600.
-  std::vector<std::vector<std::vector<double>>> chunk(members.size());
-  const double per_peer[] = {300, 600, 0, 0};
-  for (size_t g = 0; g < members.size(); ++g) {
-    const size_t k = members[g].size();
-    chunk[g].assign(k, std::vector<double>(k, per_peer[g]));
-    for (size_t r = 0; r < k; ++r) chunk[g][r][r] = 0;
-  }
-  const auto traffic = basp::runtime::membership_traffic(machine, members, chunk);
+  const std::vector<double> per_peer{300, 600, 0, 0};
+  const auto traffic = basp::plan::membership_traffic(basp::plan::make_unit_map(machine), members, per_peer);
   REQUIRE(traffic.size() == 4);
   CHECK(traffic[0].node_bytes == 300);      // rank 0's one peer on its node
   CHECK(traffic[0].network_bytes == 1200);  // node A: ranks 0 and 1 each send 300 to 4 and 5
