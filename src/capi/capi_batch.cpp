@@ -1,6 +1,5 @@
 // The C ABI of batch plans, the batch planner and the cost model (basp.h, "Batch plans"): marshalling only, as in
 // capi.cpp. Every check runs before the first byte of output is written.
-#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -23,10 +22,6 @@ constexpr basp_plan_desc_v1 kPlanDefaults = BASP_PLAN_DESC_INITIALIZER;
 constexpr basp_batch_v1 kBatchDefaults = BASP_BATCH_INITIALIZER;
 constexpr basp_batch_problem_v1 kProblemDefaults = BASP_BATCH_PROBLEM_INITIALIZER;
 constexpr basp_cost_model_v1 kModelDefaults = BASP_COST_MODEL_INITIALIZER;
-
-void check_coefficient(double v, const char* name) {
-  BASP_CHECK_ARG(std::isfinite(v) && v >= 0.0, "model->", name, " (", v, ") must be finite and >= 0");
-}
 
 }  // namespace
 
@@ -106,14 +101,6 @@ basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t
     const auto c = basp::capi::comm_ref(comm, "comm");
     const basp_cost_model_v1 in = basp::capi::read_struct(model, kModelDefaults, BASP_COST_MODEL_MAGIC,
                                                           BASP_COST_MODEL_VERSION, "model", sizeof(basp_cost_model_v1));
-    check_coefficient(in.a0, "a0");
-    check_coefficient(in.a1, "a1");
-    check_coefficient(in.beta_node, "beta_node");
-    check_coefficient(in.beta_network, "beta_network");
-    check_coefficient(in.c2, "c2");
-    check_coefficient(in.c1, "c1");
-    BASP_CHECK_ARG(in.calibrated == 0 || in.calibrated == 1, "model->calibrated (", in.calibrated, ") must be 0 or 1");
-    BASP_CHECK_ARG(in.reserved0 == 0, "model->reserved0 (", in.reserved0, ") must be 0");
     basp::plan::CostModel m = c->cost_model();
     m.a0 = in.a0;
     m.a1 = in.a1;
@@ -121,6 +108,9 @@ basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t
     m.beta_network = in.beta_network;
     m.c2 = in.c2;
     m.c1 = in.c1;
+    basp::plan::check_cost_model(m, "model->");
+    BASP_CHECK_ARG(in.calibrated == 0 || in.calibrated == 1, "model->calibrated (", in.calibrated, ") must be 0 or 1");
+    BASP_CHECK_ARG(in.reserved0 == 0, "model->reserved0 (", in.reserved0, ") must be 0");
     m.source = in.calibrated ? "calibrated" : "set";
     c->set_cost_model(m);
   });
