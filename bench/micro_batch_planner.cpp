@@ -55,7 +55,7 @@ basp::plan::BatchProblem make_problem(int32_t docs, int32_t ranks) {
 void BM_plan_batch(benchmark::State& state) {
   const basp::plan::BatchProblem p =
       make_problem(static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)));
-  basp::plan::BatchPlan plan;
+  basp::plan::BatchPartition plan;
   for (auto _ : state) {
     plan = basp::plan::plan_batch(p);
     benchmark::DoNotOptimize(plan.predicted_seconds);

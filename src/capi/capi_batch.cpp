@@ -56,7 +56,7 @@ basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t*
     BASP_CHECK(docs != nullptr, BASP_ERROR_NULL_POINTER, "docs is NULL");
     basp::capi::check_out_struct(out, BASP_BATCH_MAGIC, sizeof(basp_batch_v1), "out");
     c->batch_transport(__func__);
-    const basp::plan::BatchPlan result = basp::plan::plan_batch(basp::runtime::batch_problem(*c, p));
+    const basp::plan::BatchPartition result = basp::plan::plan_batch(basp::runtime::batch_problem(*c, p));
     int32_t r = 0;
     int32_t d = 0;
     for (size_t g = 0; g < result.groups.size(); ++g) {

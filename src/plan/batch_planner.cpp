@@ -161,36 +161,36 @@ bool nearly_equal_plan(const BatchProblem& p, const UnitMap& m, int32_t g, int64
   return true;
 }
 
-BatchPlan to_plan(const BatchProblem& p, const UnitMap& m, Candidate c) {
-  BatchPlan plan;
-  plan.group_of.assign(static_cast<size_t>(m.n), -1);
-  plan.position_of.assign(static_cast<size_t>(m.n), -1);
-  plan.doc_group.assign(p.lengths.size(), -1);
-  plan.groups.resize(c.members.size());
+BatchPartition to_partition(const BatchProblem& p, const UnitMap& m, Candidate c) {
+  BatchPartition out;
+  out.group_of.assign(static_cast<size_t>(m.n), -1);
+  out.position_of.assign(static_cast<size_t>(m.n), -1);
+  out.doc_group.assign(p.lengths.size(), -1);
+  out.groups.resize(c.members.size());
   for (size_t g = 0; g < c.members.size(); ++g) {
-    BatchGroup& group = plan.groups[g];
+    BatchGroup& group = out.groups[g];
     group.members = std::move(c.members[g]);
     group.docs = std::move(c.docs[g]);
     group.predicted_seconds = c.times[g];
     for (size_t l = 0; l < group.members.size(); ++l) {
-      plan.group_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(g);
-      plan.position_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(l);
+      out.group_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(g);
+      out.position_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(l);
     }
     for (const int32_t d : group.docs) {
-      plan.doc_group[static_cast<size_t>(d)] = static_cast<int32_t>(g);
+      out.doc_group[static_cast<size_t>(d)] = static_cast<int32_t>(g);
       group.tokens += p.lengths[static_cast<size_t>(d)];
     }
     BASP_CHECK(ceil_div(group.tokens, static_cast<int64_t>(group.members.size())) <= p.capacity, BASP_ERROR_INTERNAL,
                "the batch planner overfilled group ", g, " (", group.tokens, " tokens on ", group.members.size(),
                " ranks of capacity ", p.capacity, ")");
   }
-  plan.predicted_seconds = c.max;
-  return plan;
+  out.predicted_seconds = c.max;
+  return out;
 }
 
 }  // namespace
 
-BatchPlan plan_batch(const BatchProblem& problem) {
+BatchPartition plan_batch(const BatchProblem& problem) {
   check_problem(problem);
   const UnitMap m = make_unit_map(problem.machine);
   int64_t longest = 0;
@@ -215,7 +215,7 @@ BatchPlan plan_batch(const BatchProblem& problem) {
   }
   // K = N always holds the batch (checked above), so some uniform plan exists.
   BASP_CHECK(std::isfinite(best.max), BASP_ERROR_INTERNAL, "the batch planner found no plan");
-  return to_plan(problem, m, std::move(best));
+  return to_partition(problem, m, std::move(best));
 }
 
 double predict_batch(const BatchProblem& problem, const std::vector<std::vector<int32_t>>& members,

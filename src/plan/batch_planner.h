@@ -49,6 +49,7 @@ struct BatchProblem {
   CostModel model;
 };
 
+// One group of a BatchPartition.
 struct BatchGroup {
   std::vector<int32_t> members;  // world ranks by position
   std::vector<int32_t> docs;     // document indices, ascending: the order of the group's stream
@@ -56,7 +57,9 @@ struct BatchGroup {
   double predicted_seconds = 0;  // scatter + attention + gather of this group
 };
 
-struct BatchPlan {
+// The planner's answer: the ranks partitioned into groups and the documents among them. Not a batch plan (a
+// runtime::Plan made from such a partition, which executes the exchanges).
+struct BatchPartition {
   std::vector<BatchGroup> groups;    // ordered by their lowest member rank
   std::vector<int32_t> group_of;     // [N] group of each rank
   std::vector<int32_t> position_of;  // [N]
@@ -66,7 +69,7 @@ struct BatchPlan {
 
 // Throws INVALID_ARGUMENT naming the argument and value: no rank, a length <= 0, a document longer than
 // N * capacity, a batch of more than N * capacity tokens (no partition can hold it), a bad shape.
-BatchPlan plan_batch(const BatchProblem& problem);
+BatchPartition plan_batch(const BatchProblem& problem);
 
 // The predicted time of a given membership and assignment (the planner's objective), for benchmarks and tests:
 // `members` partitions the ranks, `docs[g]` the documents of group g.
