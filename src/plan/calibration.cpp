@@ -5,13 +5,14 @@
 #include <string>
 #include <utility>
 
+#include "plan/batch_model.h"
 #include "plan/batch_planner.h"
 
 namespace basp::plan {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // a >= 0, b > 0
+using batch_internal::ceil_div;
 
 // Pairs across locality units: the ranks ordered by their unit (domains after lone nodes, each by key), rank i with
 // rank i + N/2 when their units differ, the ranks left alone; empty when no pair crosses.
