@@ -7,7 +7,7 @@
 //
 // The attention is emulated: each rank sleeps (clock_nanosleep to an absolute deadline, so the cores stay free for
 // the exchanges) for (c2 * sum L^2 + c1 * sum L) * its query heads, with c2, c1 per head (seconds; measured once
-// with scripts/batch_bench.py attn) times --scale. --no-wait skips the attention (exchange only).
+// with scripts/bench/batch_bench.py attn) times --scale. --no-wait skips the attention (exchange only).
 //
 // The predicted time of a fixed-K configuration is computed here from the exported model with the formula of
 // src/plan/batch_planner.h (the unit of a rank is its node: no NVLink domain on the CPU); the same function applied
@@ -21,7 +21,7 @@
 // --import-model FILE takes the exchange terms of an exported cost model instead of calibrating (the attention terms
 // still come from --c2, --c1 and --scale).
 // --plan-only calibrates, plans and writes the configurations (their measured_s = predicted_s), and runs nothing:
-// the input of scripts/batch_bench.py real, which runs them with the attention computed.
+// the input of scripts/bench/batch_bench.py real, which runs them with the attention computed.
 //
 // usage: mpirun -np 8 basp_batch_layer --c2 S --c1 S [--scale X] [--runs 10] [--seeds 0-9] [--no-uniform]
 //                                      [--no-wait] [--capacity 4096] [--fill 1.0] [--model FILE] [--json FILE]
@@ -313,7 +313,7 @@ void fixed_k(basp_comm_t basp_comm_k, int32_t k, const std::vector<int64_t>& len
 }
 
 // [a, b, ...] and [[...], ...]: the JSON arrays of a run's batches and configurations (read back by
-// scripts/batch_bench.py real, which runs the same configurations with attention computed).
+// scripts/bench/batch_bench.py real, which runs the same configurations with attention computed).
 template <typename T>
 std::string json_list(const std::vector<T>& v) {
   std::string s = "[";

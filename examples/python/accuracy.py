@@ -37,7 +37,7 @@ Run (8 ranks; 300 steps take about four minutes on 2 cores in float32, eight in 
         python3 examples/python/accuracy.py --steps 300 --out docs/accuracy.json
 
 Rank 0 prints a summary table and writes the JSON (per-step losses of every configuration, |difference| to the
-single process per step, the maxima); scripts/plot_accuracy.py draws it. python/tests/test_accuracy.py runs the
+single process per step, the maxima); scripts/python/plot_accuracy.py draws it. python/tests/test_accuracy.py runs the
 same code for 20 steps and asserts the agreement.
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The Python binding on the GPU with several ranks, one process per rank, started by torchrun (no MPI, no mpi4py):
 
-  torchrun --standalone --nproc_per_node N --no_python scripts/gpu-rank-env python3 python/tests/test_torch_ranks.py
+  torchrun --standalone --nproc_per_node N --no_python scripts/gpu/rank-env python3 python/tests/test_torch_ranks.py
 
 Each rank is a process of its own (rank and size from torchrun's RANK and WORLD_SIZE) on CUDA device
-LOCAL_RANK % device_count: with one GPU, every rank shares cuda:0 (scripts/gpu-rank-env gives each rank its own
+LOCAL_RANK % device_count: with one GPU, every rank shares cuda:0 (scripts/gpu/rank-env gives each rank its own
 NCCL_HOSTID, so that NCCL accepts several ranks on one GPU and moves their data over sockets). The world is an NCCL
 process group (made at init_process_group(device_id=...) where PyTorch has it); a gloo group beside it only paces
 the tests (the harness's barrier). Without torchrun the script runs as one rank. What it checks, on every rank:

@@ -15,7 +15,7 @@
 // live in basp_mem_alloc memory and the shared path must be the one taken.
 //
 // Built with BASP_TEST_DEVICE=1 it is test_gpu_shapes: the same trials on the NCCL backend (basp_comm_create_mpi
-// with backend NCCL, one process per rank, any number of ranks per GPU under scripts/gpu-rank-env), every call's
+// with backend NCCL, one process per rank, any number of ranks per GPU under scripts/gpu/rank-env), every call's
 // tensors copied to device memory (outputs with their poison) and back; the THD mismatch probe with
 // BASP_CHECK_EXCHANGES=1, which NCCL executes need to agree before they move data. Skipped (77) without a device.
 //
