@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "study_mpi.h"
 
 namespace {
 
@@ -103,10 +104,8 @@ void BM_PlanBatch(benchmark::State& state) {
   state.counters["groups"] = out.num_groups;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+// Rank 0 runs the benchmarks (its Google Benchmark flags in argv) while the others wait.
+int run(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -141,6 +140,14 @@ int main(int argc, char** argv) {
     if (!flag) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   basp_comm_destroy(g_comm);
-  MPI_Finalize();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  basp::bench::StudyOptions options(
+      "usage: mpirun -np 64 --oversubscribe basp_batch_plan_create [--benchmark_* flags of Google Benchmark]\n");
+  options.pass("--benchmark_");
+  return basp::bench::mpi_study_main("basp_batch_plan_create", argc, argv, options, [&] { return run(argc, argv); });
 }
