@@ -1,4 +1,4 @@
-// basp_batch_layer (issue 16, docs/benchmarks.md section 12): one attention layer over a packed micro-batch with
+// basp_batch_layer (docs/benchmarks.md section 12): one attention layer over a packed micro-batch with
 // batch plans: scatter of Q, K, V, each rank's attention, gather of O; slowest rank, median over the runs. Compares
 // the adaptive plan (basp_comm_plan_batch after basp_comm_calibrate, the attention coefficients set in the comm's
 // cost model) with BASP's fixed group sizes K in {1, 2, 4, 8} (uniform groups of K placed as the planner places

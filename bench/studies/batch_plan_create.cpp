@@ -1,4 +1,4 @@
-// The host cost of a batch plan (issue 16, docs/benchmarks.md): basp_batch_plan_create + basp_plan_destroy on a
+// The host cost of a batch plan (docs/benchmarks.md): basp_batch_plan_create + basp_plan_destroy on a
 // comm of N ranks, and basp_comm_plan_batch (the planner through the C ABI) on the same comm, with Google
 // Benchmark. Target: a batch plan <= 100 us at N = 64. Creation talks to no rank, so rank 0 measures alone while the
 // other ranks sleep in a polled barrier (no busy wait stealing the shared cores).

@@ -1,4 +1,4 @@
-// The per-call host overhead of an execute (issue 13, docs/benchmarks.md): basp_scatter of a plan whose tensors are
+// The per-call host overhead of an execute (docs/benchmarks.md): basp_scatter of a plan whose tensors are
 // a few bytes, against a bare exchange of the same control messages (as many rounds of one message to and from
 // every peer as the plan's path costs, read from the executor), in the same run, alternating blocks of calls.
 // overhead = execute - bare: argument checks, handle lookup, health, pointer checks, the path's dispatch and its

@@ -1,4 +1,4 @@
-// What the pointer-kind check of an execute costs with a CUDA driver (issue 13, docs/benchmarks.md): on one GPU, a
+// What the pointer-kind check of an execute costs with a CUDA driver (docs/benchmarks.md): on one GPU, a
 // one-rank NCCL-backend comm from basp_comm_create_oob (a one-rank all-gather: a copy), a plan of Q, K, V of a few
 // bytes (K = 1: an execute enqueues one device copy per tensor), and basp_scatter timed on the host over many calls:
 // the same device pointers every call (the check runs once: the plan remembers the set that passed), two sets

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 16's benchmark: one attention layer with adaptive batch plans (docs/benchmarks.md section 12).
+"""The batch-plan benchmark: one attention layer with adaptive batch plans (docs/benchmarks.md section 12).
 
     batch_bench.py attn [--out FILE] [--lengths 128,256,512,1024,2048] [--dtype fp32|bf16]
     batch_bench.py run  [--build DIR] [--attn FILE] [--scale X] [--runs 10] [--seeds 0-9] [--json FILE]
