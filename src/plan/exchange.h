@@ -26,6 +26,9 @@ struct ExchangeSpec {
 
 // Checks every field of the descriptor; the error names the field and the value.
 ExchangeSpec validate_spec(const basp_plan_desc_v1& desc);
+// The same checks for a batch plan's tensors, whose batch sets the sequences: THD takes token_capacity 0 (each
+// group's stream) and leaves seq_len 0; BSHD/SBHD as validate_spec.
+ExchangeSpec validate_batch_tensors(const basp_plan_desc_v1& desc);
 
 struct ExchangePlan {
   ExchangeSpec spec;
