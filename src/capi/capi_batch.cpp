@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "basp/basp.h"
 #include "capi/guard.h"
@@ -10,6 +11,7 @@
 #include "common/error.h"
 #include "plan/batch_planner.h"
 #include "plan/cost_model.h"
+#include "plan/exchange.h"
 #include "runtime/batch.h"
 #include "runtime/calibrate.h"
 #include "runtime/plan.h"
@@ -23,6 +25,60 @@ constexpr basp_batch_v1 kBatchDefaults = BASP_BATCH_INITIALIZER;
 constexpr basp_batch_problem_v1 kProblemDefaults = BASP_BATCH_PROBLEM_INITIALIZER;
 constexpr basp_cost_model_v1 kModelDefaults = BASP_COST_MODEL_INITIALIZER;
 
+// basp_batch_v1's arrays, read within the bounds their counts give (a group's ranks, its documents); the runtime
+// checks what they say (runtime::check_batch).
+void read_groups(const basp_batch_v1& b, bool thd, int32_t comm_size, basp::runtime::BatchRequest& out) {
+  int64_t listed = 0;
+  int64_t docs_listed = 0;
+  for (int32_t g = 0; g < b.num_groups; ++g) {
+    const int32_t k = b.group_sizes[g];
+    BASP_CHECK_ARG(k >= 1 && listed + k <= comm_size, "batch->group_sizes[", g, "] (", k,
+                   ") must be positive, and the sizes must sum to the comm's ", comm_size, " ranks");
+    const int32_t n = b.group_docs[g];
+    BASP_CHECK_ARG(n >= 0 && docs_listed + n <= b.num_docs, "batch->group_docs[", g, "] (", n,
+                   ") must not be negative, and the counts must sum to num_docs (", b.num_docs, ")");
+    basp::runtime::RequestedGroup group;
+    group.members.assign(b.ranks + listed, b.ranks + listed + k);
+    if (!thd) {
+      group.sequences = n;
+    } else if (b.docs != nullptr) {
+      group.docs.assign(b.docs + docs_listed, b.docs + docs_listed + n);
+    } else {
+      for (int32_t i = 0; i < n; ++i) group.docs.push_back(static_cast<int32_t>(docs_listed + i));
+    }
+    listed += k;
+    docs_listed += n;
+    out.groups.push_back(std::move(group));
+  }
+  BASP_CHECK_ARG(docs_listed == b.num_docs, "batch->group_docs sum to ", docs_listed, ", not to num_docs (", b.num_docs,
+                 ")");
+}
+
+// The C descriptions of a batch plan -> the runtime's request: converted once, checked for what reading needs.
+basp::runtime::BatchRequest read_batch_request(const basp_plan_desc_v1& d, const basp_batch_v1& b, int32_t comm_size) {
+  basp::runtime::BatchRequest out;
+  out.tensors = basp::plan::validate_batch_tensors(d);
+  out.token_capacity = d.token_capacity;
+  const bool thd = out.tensors.thd();
+  BASP_CHECK_ARG(b.num_groups >= 1 && b.num_groups <= comm_size, "batch->num_groups (", b.num_groups,
+                 ") must be in 1..", comm_size, " (the comm's ranks)");
+  BASP_CHECK_ARG(b.num_docs >= 0, "batch->num_docs (", b.num_docs, ") must not be negative");
+  BASP_CHECK(b.group_sizes != nullptr, BASP_ERROR_NULL_POINTER, "batch->group_sizes is NULL");
+  BASP_CHECK(b.ranks != nullptr, BASP_ERROR_NULL_POINTER, "batch->ranks is NULL");
+  BASP_CHECK(b.group_docs != nullptr, BASP_ERROR_NULL_POINTER, "batch->group_docs is NULL");
+  if (thd) {
+    BASP_CHECK(b.lengths != nullptr || b.num_docs == 0, BASP_ERROR_NULL_POINTER,
+               "batch->lengths is NULL with num_docs (", b.num_docs, ") for a THD plan");
+    if (b.num_docs > 0) out.lengths.assign(b.lengths, b.lengths + b.num_docs);
+  } else {
+    BASP_CHECK_ARG(b.docs == nullptr && b.lengths == nullptr,
+                   "batch->docs and batch->lengths must be NULL for a BSHD or SBHD plan (its sequences all have the "
+                   "plan's seq_len)");
+  }
+  read_groups(b, thd, comm_size, out);
+  return out;
+}
+
 }  // namespace
 
 basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
@@ -35,8 +91,9 @@ basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* d
     const basp_batch_v1 b = basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION,
                                                     "batch", sizeof(basp_batch_v1));
     BASP_CHECK(plan != nullptr, BASP_ERROR_NULL_POINTER, "plan (the output handle) is NULL");
+    c->batch_transport(__func__);  // a comm without batch plans is named before its arguments
     auto handle = std::make_unique<basp_plan>();
-    handle->impl = basp::runtime::make_batch_plan(c, d, b);
+    handle->impl = basp::runtime::make_batch_plan(c, read_batch_request(d, b, c->layout().world_size));
     basp::capi::register_plan(handle.get());
     *plan = handle.release();
   });

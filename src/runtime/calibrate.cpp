@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "plan/calibration.h"
+#include "plan/dtype.h"
 #include "runtime/batch.h"
 #include "runtime/plan.h"
 
@@ -28,27 +29,17 @@ void synchronise(transport::Bootstrap& world, int32_t n, const detail::Deadline&
 // The batch plan of the membership, one calibration tensor of `rows` tokens per rank (all of them on a rank alone).
 std::shared_ptr<Plan> membership_plan(const std::shared_ptr<Comm>& comm,
                                       const std::vector<std::vector<int32_t>>& members, int64_t rows) {
-  std::vector<int32_t> group_sizes;
-  std::vector<int32_t> ranks;
-  std::vector<int32_t> counts(members.size(), 1);
-  for (const auto& m : members) {
-    group_sizes.push_back(static_cast<int32_t>(m.size()));
-    ranks.insert(ranks.end(), m.begin(), m.end());
-  }
-  basp_batch_v1 b = BASP_BATCH_INITIALIZER;
-  b.num_groups = static_cast<int32_t>(members.size());
-  b.num_docs = b.num_groups;
-  b.group_sizes = group_sizes.data();
-  b.ranks = ranks.data();
-  b.group_docs = counts.data();
-  basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
-  d.layout = BASP_LAYOUT_BSHD;
-  d.dtype = BASP_DTYPE_BYTE;
-  d.seq_len = rows * largest_group(members);  // every group's rank holds about `rows` tokens; a rank alone all
-  d.head_dim = kHeadDim;
-  d.num_tensors = 1;
-  d.num_heads[0] = kHeads;
-  return make_batch_plan(comm, d, b, /*check_capacity=*/false);
+  BatchRequest request;
+  for (const auto& m : members) request.groups.push_back({m, 1, {}});
+  request.tensors.layout = BASP_LAYOUT_BSHD;
+  request.tensors.dtype = BASP_DTYPE_BYTE;
+  request.tensors.elem_size = plan::dtype_size(BASP_DTYPE_BYTE);
+  request.tensors.seq_len = rows * largest_group(members);  // each rank about `rows` tokens; a rank alone all
+  request.tensors.head_dim = kHeadDim;
+  request.tensors.num_heads = {kHeads};
+  request.tensors.split_heads = {kHeads};
+  request.check_capacity = false;
+  return make_batch_plan(comm, request);
 }
 
 // This rank's median time of the plan's execute over `repeats` synchronised runs, after one warm-up.
