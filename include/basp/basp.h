@@ -466,7 +466,7 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  * A comm made with config->batch_capacity > 0 also serves batch plans: for one micro-batch, a membership (groups of
  * any sizes, 1..N, partitioning the world, each with its documents or sequences) becomes an exchange plan without
  * creating any communicator and without talking to any rank: host work only. Every rank makes every batch plan of
- * the comm, in the same order, from the same description (typically basp_comm_plan_batch's answer to the same
+ * the comm, in the same order, from the same description (typically basp_comm_partition_batch's answer to the same
  * lengths). The description's fingerprint and the comm's count of batch plans travel with the first message of each
  * exchange, so a rank whose description (or count) differs from its group's gets BASP_ERROR_MISMATCH; a rank that
  * believes itself in another group than its peers do makes them wait, and they fail with BASP_ERROR_TIMEOUT naming
@@ -534,13 +534,21 @@ typedef basp_batch_problem_v1 basp_batch_problem_t;
                                          BASP_BATCH_PROBLEM_VERSION, 0, BASP_DTYPE_UNSET, NULL, 0, 0, 0, 0 }
 /* clang-format on */
 
-/* Not collective: plans the groups of one micro-batch on this comm's machine (every rank's node, NVLink domain and
- * GPU, gathered at creation) with the comm's cost model, minimising the predicted step time (max over groups of
- * scatter + attention + gather). Deterministic: every rank computes the same answer from the same problem and
- * model. Writes a batch description for basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays
- * pointing into the caller's arrays): group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's
- * documents ascending). *predicted_seconds (may be NULL) receives the model's step time. A document longer than N *
- * capacity, or a batch of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. */
+/* Not collective: partitions the comm's ranks into groups and the micro-batch's documents among them (the batch
+ * planner) on this comm's machine (every rank's node, NVLink domain and GPU, gathered at creation) with the comm's
+ * cost model, minimising the predicted step time (max over groups of scatter + attention + gather). Deterministic:
+ * every rank computes the same answer from the same problem and model. Writes a batch description for
+ * basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays pointing into the caller's arrays):
+ * group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's documents ascending).
+ * *predicted_seconds (may be NULL) receives the model's step time. A document longer than N * capacity, or a batch
+ * of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. It makes no plan:
+ * basp_batch_plan_create makes one from its answer. */
+BASP_API basp_status_t basp_comm_partition_batch(basp_comm_t comm, const basp_batch_problem_t* problem,
+                                                 int32_t* group_sizes, int32_t* ranks, int32_t* group_docs,
+                                                 int32_t* docs, basp_batch_t* out, double* predicted_seconds);
+
+/* Deprecated: the former name of basp_comm_partition_batch, the same function (kept exported for callers built
+ * against 0.5; new code calls basp_comm_partition_batch). */
 BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
                                             int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
                                             double* predicted_seconds);
@@ -572,7 +580,7 @@ typedef basp_cost_model_v1 basp_cost_model_t;
 /* clang-format on */
 
 /* Not collective (any thread): the comm's model, and a new one (every coefficient finite and >= 0). Every rank must
- * hold the same model for basp_comm_plan_batch to agree across ranks. */
+ * hold the same model for basp_comm_partition_batch to agree across ranks. */
 BASP_API basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model);
 BASP_API basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t* model);
 

@@ -79,30 +79,11 @@ basp::runtime::BatchRequest read_batch_request(const basp_plan_desc_v1& d, const
   return out;
 }
 
-}  // namespace
-
-basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
-                                     basp_plan_t* plan) {
-  return guarded(__func__, [&] {
-    if (plan != nullptr) *plan = nullptr;
-    const auto c = basp::capi::comm_ref(comm, "comm");
-    const basp_plan_desc_v1 d = basp::capi::read_struct(desc, kPlanDefaults, BASP_PLAN_DESC_MAGIC,
-                                                        BASP_PLAN_DESC_VERSION, "desc", sizeof(basp_plan_desc_v1));
-    const basp_batch_v1 b = basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION,
-                                                    "batch", sizeof(basp_batch_v1));
-    BASP_CHECK(plan != nullptr, BASP_ERROR_NULL_POINTER, "plan (the output handle) is NULL");
-    c->batch_transport(__func__);  // a comm without batch plans is named before its arguments
-    auto handle = std::make_unique<basp_plan>();
-    handle->impl = basp::runtime::make_batch_plan(c, read_batch_request(d, b, c->layout().world_size));
-    basp::capi::register_plan(handle.get());
-    *plan = handle.release();
-  });
-}
-
-basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
-                                   int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
-                                   double* predicted_seconds) {
-  return guarded(__func__, [&] {
+// basp_comm_partition_batch, under the name the caller used (`call`).
+basp_status_t partition_batch(const char* call, basp_comm_t comm, const basp_batch_problem_t* problem,
+                              int32_t* group_sizes, int32_t* ranks, int32_t* group_docs, int32_t* docs,
+                              basp_batch_t* out, double* predicted_seconds) {
+  return guarded(call, [&] {
     const auto c = basp::capi::comm_ref(comm, "comm");
     const basp_batch_problem_v1 p =
         basp::capi::read_struct(problem, kProblemDefaults, BASP_BATCH_PROBLEM_MAGIC, BASP_BATCH_PROBLEM_VERSION,
@@ -112,7 +93,7 @@ basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t*
     BASP_CHECK(group_docs != nullptr, BASP_ERROR_NULL_POINTER, "group_docs is NULL");
     BASP_CHECK(docs != nullptr, BASP_ERROR_NULL_POINTER, "docs is NULL");
     basp::capi::check_out_struct(out, BASP_BATCH_MAGIC, sizeof(basp_batch_v1), "out");
-    c->batch_transport(__func__);
+    c->batch_transport(call);
     const basp::plan::BatchPartition result = basp::plan::plan_batch(basp::runtime::batch_problem(*c, p));
     int32_t r = 0;
     int32_t d = 0;
@@ -134,6 +115,38 @@ basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t*
     basp::capi::write_out_struct(out, b);
     if (predicted_seconds != nullptr) *predicted_seconds = result.predicted_seconds;
   });
+}
+
+}  // namespace
+
+basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
+                                     basp_plan_t* plan) {
+  return guarded(__func__, [&] {
+    if (plan != nullptr) *plan = nullptr;
+    const auto c = basp::capi::comm_ref(comm, "comm");
+    const basp_plan_desc_v1 d = basp::capi::read_struct(desc, kPlanDefaults, BASP_PLAN_DESC_MAGIC,
+                                                        BASP_PLAN_DESC_VERSION, "desc", sizeof(basp_plan_desc_v1));
+    const basp_batch_v1 b = basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION,
+                                                    "batch", sizeof(basp_batch_v1));
+    BASP_CHECK(plan != nullptr, BASP_ERROR_NULL_POINTER, "plan (the output handle) is NULL");
+    c->batch_transport(__func__);  // a comm without batch plans is named before its arguments
+    auto handle = std::make_unique<basp_plan>();
+    handle->impl = basp::runtime::make_batch_plan(c, read_batch_request(d, b, c->layout().world_size));
+    basp::capi::register_plan(handle.get());
+    *plan = handle.release();
+  });
+}
+
+basp_status_t basp_comm_partition_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
+                                        int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
+                                        double* predicted_seconds) {
+  return partition_batch(__func__, comm, problem, group_sizes, ranks, group_docs, docs, out, predicted_seconds);
+}
+
+basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
+                                   int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
+                                   double* predicted_seconds) {
+  return partition_batch(__func__, comm, problem, group_sizes, ranks, group_docs, docs, out, predicted_seconds);
 }
 
 basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model) {
