@@ -292,7 +292,7 @@ def train_parallel(mpi_comm: Any, cfg: Settings, data: np.ndarray, weights: Dict
     from mpi4py import MPI
 
     comm = basp.Comm(mpi_comm, micro_batch=cfg.micro_batch, num_groups=num_groups)
-    info = comm.shard(cfg.seq_len)
+    info = comm.query(cfg.seq_len)
     cores: List[bt.BaspAttention] = []
 
     def make_core(layer: int) -> torch.nn.Module:

@@ -78,7 +78,7 @@ def distributed(b, hq, hkv, causal, layout, num_groups, seed, attention=None):
     """One BaspAttention forward/backward on this rank's shard; returns the gathered results."""
     x, w, dout = model(b, hq, hkv, seed)
     comm = basp.Comm(WORLD, micro_batch=b, num_groups=num_groups)
-    info = comm.shard(S)
+    info = comm.query(S)
     if layout == "sbhd":
         x, dout = x.transpose(0, 1).contiguous(), dout.transpose(0, 1).contiguous()
     x_loc = basp.data.local_shard(x, info, layout).requires_grad_()

@@ -64,7 +64,7 @@ def sequence_case(b, groups, hq, hkv, seq_len, causal, layout, dtype, seed, atte
     dout = torch.randn(b, seq_len, hq, D, generator=g, dtype=torch.float64)
     ref = reference(q, k, v, dout, causal)
     comm = basp.Comm(WORLD, micro_batch=b, num_groups=groups)
-    me = comm.shard(seq_len)
+    me = comm.query(seq_len)
 
     def local(x):
         return basp.data.local_shard(x if layout == "bshd" else x.transpose(0, 1).contiguous(), me, layout)

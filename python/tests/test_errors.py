@@ -80,11 +80,11 @@ def test_comm_queries():
         k = comm.group_size
         library_error(lambda: comm.query(0, N), INVALID, "rank (%d) is outside 0..%d" % (N, N - 1))
         # Any S is accepted: the tokens split as torch.tensor_split does (position 0 one more).
-        uneven = comm.shard(k + 1)
+        uneven = comm.query(k + 1)
         l = comm.group_position
         check.equal((uneven.token_begin, uneven.token_end), (0, 2) if l == 0 else (l + 1, l + 2),
                     "seq_len K + 1 is split, not refused")
-        library_error(lambda: comm.shard(-k), INVALID, "seq_len (%d)" % -k)
+        library_error(lambda: comm.query(-k), INVALID, "seq_len (%d)" % -k)
         library_error(lambda: comm.group_ranks(1), INVALID, "group_index (1) is outside 0..0")
 
 

@@ -207,7 +207,7 @@ TEST_CASE("C++: batch plans, the planner and the cost model", "[cpp]") {
   // A planned batch of documents, exchanged: one head per rank, byte elements, value = stream token.
   std::vector<int64_t> lengths;
   for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(3 + (i * 7) % 11);
-  const basp::Batch batch = comm.plan_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
+  const basp::Batch batch = comm.partition_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
   CHECK(batch.num_groups() >= 1);
   basp::PlanDesc desc;
   desc.layout = BASP_LAYOUT_THD;
