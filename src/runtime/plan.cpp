@@ -98,7 +98,7 @@ void Plan::confirm_made(const std::exception_ptr& unmade) {
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].status == BASP_SUCCESS) continue;
     std::string reason(all[r].reason, strnlen(all[r].reason, sizeof(all[r].reason)));
-    detail::fail(static_cast<basp_status_t>(all[r].status), "world rank ", group.labels()[r], " of ", group.where(),
+    detail::fail(static_cast<basp_status_t>(all[r].status), "world rank ", group.members()[r], " of ", group.where(),
                  " could not make its part of the plan (", detail::status_name(all[r].status), ": ", reason, ")");
   }
 }

@@ -280,7 +280,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
   out.p2p_only = want == kWantP2P;
   out.forced_cma = want == kWantCma;
   out.forced_staged = want == kWantStaged;
-  const auto n = world.labels.size();
+  const auto n = world.members.size();
   if (out.p2p_only || nodes.size() != n) return out;  // the same on every rank: no probe round
   // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
   const std::vector<CmaEndpoint> all = exchange_cma_endpoints(world, world_rank, static_cast<int32_t>(n),
