@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "plan/batch_planner.h"
 #include "plan/cost_model.h"
+#include "plan/dtype.h"
 #include "plan/exchange.h"
 #include "runtime/batch.h"
 #include "runtime/calibrate.h"
@@ -79,6 +80,22 @@ basp::runtime::BatchRequest read_batch_request(const basp_plan_desc_v1& d, const
   return out;
 }
 
+// basp_batch_problem_v1 -> the planner's problem, without the comm's part (runtime::batch_problem adds it).
+basp::plan::BatchProblem read_problem(const basp_batch_problem_v1& p) {
+  BASP_CHECK_ARG(p.num_docs >= 1, "problem->num_docs (", p.num_docs, ") must be positive");
+  BASP_CHECK(p.lengths != nullptr, BASP_ERROR_NULL_POINTER, "problem->lengths is NULL");
+  BASP_CHECK_ARG(p.dtype != BASP_DTYPE_UNSET && basp::plan::dtype_size(p.dtype) > 0, "problem->dtype (", p.dtype,
+                 ") is not a basp_dtype_t value");
+  basp::plan::BatchProblem out;
+  out.lengths.assign(p.lengths, p.lengths + p.num_docs);
+  out.query_heads = p.query_heads;
+  out.kv_heads = p.kv_heads;
+  out.head_dim = p.head_dim;
+  out.elem_size = basp::plan::dtype_size(p.dtype);
+  out.capacity = p.capacity;
+  return out;
+}
+
 // basp_comm_partition_batch, under the name the caller used (`call`).
 basp_status_t partition_batch(const char* call, basp_comm_t comm, const basp_batch_problem_t* problem,
                               int32_t* group_sizes, int32_t* ranks, int32_t* group_docs, int32_t* docs,
@@ -94,7 +111,7 @@ basp_status_t partition_batch(const char* call, basp_comm_t comm, const basp_bat
     BASP_CHECK(docs != nullptr, BASP_ERROR_NULL_POINTER, "docs is NULL");
     basp::capi::check_out_struct(out, BASP_BATCH_MAGIC, sizeof(basp_batch_v1), "out");
     c->batch_transport(call);
-    const basp::plan::BatchPartition result = basp::plan::plan_batch(basp::runtime::batch_problem(*c, p));
+    const basp::plan::BatchPartition result = basp::plan::plan_batch(basp::runtime::batch_problem(*c, read_problem(p)));
     int32_t r = 0;
     int32_t d = 0;
     for (size_t g = 0; g < result.groups.size(); ++g) {

@@ -8,7 +8,6 @@
 #include "common/fnv.h"
 #include "common/rank_list.h"
 #include "common/split.h"
-#include "plan/dtype.h"
 #include "runtime/plan.h"
 
 namespace basp::runtime {
@@ -185,22 +184,13 @@ std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const B
                                 thd ? batch.documents[static_cast<size_t>(g)].fingerprint : 0);
 }
 
-plan::BatchProblem batch_problem(const Comm& comm, const basp_batch_problem_v1& p) {
-  BASP_CHECK_ARG(p.num_docs >= 1, "problem->num_docs (", p.num_docs, ") must be positive");
-  BASP_CHECK(p.lengths != nullptr, BASP_ERROR_NULL_POINTER, "problem->lengths is NULL");
-  BASP_CHECK_ARG(p.dtype != BASP_DTYPE_UNSET && plan::dtype_size(p.dtype) > 0, "problem->dtype (", p.dtype,
-                 ") is not a basp_dtype_t value");
-  BASP_CHECK_ARG(p.capacity >= 0, "problem->capacity (", p.capacity, ") must be 0 (the comm's) or positive");
-  plan::BatchProblem out;
-  out.lengths.assign(p.lengths, p.lengths + p.num_docs);
-  out.query_heads = p.query_heads;
-  out.kv_heads = p.kv_heads;
-  out.head_dim = p.head_dim;
-  out.elem_size = plan::dtype_size(p.dtype);
-  out.capacity = p.capacity > 0 ? p.capacity : comm.options().batch_capacity;
-  out.machine = comm.machine();
-  out.model = comm.cost_model();
-  return out;
+plan::BatchProblem batch_problem(const Comm& comm, plan::BatchProblem problem) {
+  BASP_CHECK_ARG(problem.capacity >= 0, "problem->capacity (", problem.capacity,
+                 ") must be 0 (the comm's) or positive");
+  if (problem.capacity == 0) problem.capacity = comm.options().batch_capacity;
+  problem.machine = comm.machine();
+  problem.model = comm.cost_model();
+  return problem;
 }
 
 }  // namespace basp::runtime

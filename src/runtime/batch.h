@@ -10,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "basp/basp.h"
 #include "plan/batch_planner.h"
 #include "plan/exchange.h"
 #include "runtime/comm.h"
@@ -63,7 +62,8 @@ CheckedBatch check_batch(const BatchRequest& request, int32_t comm_size, int64_t
 // Not collective: this rank's plan in the batch (a Plan like any other for the C ABI).
 std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const BatchRequest& request);
 
-// The planner's problem on this comm: its machine, its cost model, `capacity` (0: the comm's batch_capacity).
-plan::BatchProblem batch_problem(const Comm& comm, const basp_batch_problem_v1& problem);
+// The planner's problem on this comm: `problem` (its documents, heads and element size) on the comm's machine with
+// its cost model; capacity 0 is the comm's batch_capacity.
+plan::BatchProblem batch_problem(const Comm& comm, plan::BatchProblem problem);
 
 }  // namespace basp::runtime

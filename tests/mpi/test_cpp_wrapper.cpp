@@ -289,4 +289,9 @@ TEST_CASE("C and C++: the planner's deprecated names give its answer", "[cpp]") 
   CHECK(basp_comm_partition_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
                                   nullptr) == BASP_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(basp_last_error()).find("basp_comm_partition_batch") != std::string::npos);
+  p.num_docs = static_cast<int32_t>(lengths.size());
+  p.capacity = -1;
+  CHECK(basp_comm_partition_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                                  nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("problem->capacity (-1)") != std::string::npos);
 }
