@@ -1,6 +1,6 @@
 // basp_batch_layer (docs/benchmarks.md section 12): one attention layer over a packed micro-batch with
 // batch plans: scatter of Q, K, V, each rank's attention, gather of O; slowest rank, median over the runs. Compares
-// the adaptive plan (basp_comm_plan_batch after basp_comm_calibrate, the attention coefficients set in the comm's
+// the adaptive plan (basp_comm_partition_batch after basp_comm_calibrate, the attention coefficients set in the comm's
 // cost model) with BASP's fixed group sizes K in {1, 2, 4, 8} (uniform groups of K placed as the planner places
 // them, documents assigned by basp_comm_assign_documents: greedily, longest first, to the group with the fewest
 // tokens, packed exactly when the greedy overflows K * capacity, as the planner packs its groups) and Ulysses (K = N).
@@ -522,7 +522,7 @@ int run(const LayerOptions& o) {
           gdocs(static_cast<size_t>(g_size)), docs(cs.len.size());
       basp_batch_t b = BASP_BATCH_INITIALIZER;
       double predicted = 0;
-      CHECK(basp_comm_plan_batch(comm, &p, sizes.data(), ranks.data(), gdocs.data(), docs.data(), &b, &predicted));
+      CHECK(basp_comm_partition_batch(comm, &p, sizes.data(), ranks.data(), gdocs.data(), docs.data(), &b, &predicted));
       Config c;
       c.name = "adaptive";
       c.planner_predicted = predicted;

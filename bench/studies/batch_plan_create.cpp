@@ -1,5 +1,5 @@
 // The host cost of a batch plan (docs/benchmarks.md): basp_batch_plan_create + basp_plan_destroy on a
-// comm of N ranks, and basp_comm_plan_batch (the planner through the C ABI) on the same comm, with Google
+// comm of N ranks, and basp_comm_partition_batch (the planner through the C ABI) on the same comm, with Google
 // Benchmark. Target: a batch plan <= 100 us at N = 64. Creation talks to no rank, so rank 0 measures alone while the
 // other ranks sleep in a polled barrier (no busy wait stealing the shared cores).
 //
@@ -95,8 +95,9 @@ void BM_PlanBatch(benchmark::State& state) {
       group_docs(static_cast<size_t>(g_size)), docs(lengths.size());
   basp_batch_t out = BASP_BATCH_INITIALIZER;
   for (auto _ : state) {
-    check(basp_comm_plan_batch(g_comm, &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out, nullptr),
-          "basp_comm_plan_batch");
+    check(basp_comm_partition_batch(g_comm, &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                                    nullptr),
+          "basp_comm_partition_batch");
     benchmark::DoNotOptimize(out.num_groups);
   }
   state.counters["N"] = g_size;
