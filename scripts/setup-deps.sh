@@ -6,7 +6,7 @@ set -euo pipefail
 # One package per line; keep sorted. CUDA and NCCL are not Debian packages here: the build uses them when
 # /usr/local/cuda (or CUDA on PATH) has them, and builds without them otherwise. python3-* are for python/ and its
 # tests, which run with /usr/bin/python3 (the interpreter these packages belong to); python3-venv makes the torch test
-# venv (scripts/python-env.sh); python3-matplotlib draws the benchmark plots (scripts/plot_benchmarks.py).
+# venv (scripts/python/env.sh); python3-matplotlib draws the benchmark plots (scripts/bench/plot_benchmarks.py).
 PACKAGES=(
   catch2
   clang
@@ -27,6 +27,7 @@ PACKAGES=(
   python3-numpy
   python3-torch
   python3-venv
+  universal-ctags
 )
 
 missing=()

@@ -2,7 +2,7 @@
 # The README's second command (and CI's): installs what is missing, builds, and runs every test, then the unit
 # and MPI tests once more under ASan + UBSan (BASP_ASAN=0 skips that second pass).
 #
-# The Python tests run in the torch venv of scripts/python-env.sh (current PyTorch, made under ~/.cache once per
+# The Python tests run in the torch venv of scripts/python/env.sh (current PyTorch, made under ~/.cache once per
 # machine), against the basp wheel installed there from this build tree; Debian's PyTorch runs the python_legacy_*
 # tests. BASP_PYTHON_VENV=0 skips the venv (the Python tests then run with /usr/bin/python3 from the source tree).
 set -euo pipefail
@@ -11,8 +11,8 @@ build=${BASP_BUILD_DIR:-build}
 # The tests are the point here: a missing Catch2 is a configure error, not tests silently left out.
 configure=(-DBASP_BUILD_TESTS=ON)
 if [ "${BASP_PYTHON_VENV:-1}" = 1 ]; then
-  bash scripts/setup-deps.sh  # python-env.sh builds mpi4py against the system Open MPI
-  python=$(bash scripts/python-env.sh | tail -1)
+  bash scripts/setup-deps.sh  # scripts/python/env.sh builds mpi4py against the system Open MPI
+  python=$(bash scripts/python/env.sh | tail -1)
   configure+=(-DBASP_PYTHON_EXECUTABLE="$python" -DBASP_PYTHON_WHEEL=ON)
   # Link the NCCL that this PyTorch loads (its nvidia-nccl wheel), as a wheel build does.
   nccl=$("$python" -c \
@@ -20,9 +20,9 @@ if [ "${BASP_PYTHON_VENV:-1}" = 1 ]; then
     2>/dev/null || true)
   [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ] && configure+=(-DNCCL_ROOT="$nccl")
 fi
-bash scripts/build.sh "${configure[@]}"
+bash scripts/dev/build.sh "${configure[@]}"
 if [ "${BASP_PYTHON_VENV:-1}" = 1 ]; then
-  bash scripts/python-env.sh --install "$build" >/dev/null
+  bash scripts/python/env.sh --install "$build" >/dev/null
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 (cd "$build" && ctest --output-on-failure -j "${BASP_TEST_JOBS:-2}" "$@")

@@ -37,7 +37,7 @@ Run (8 ranks; 300 steps take about four minutes on 2 cores in float32, eight in 
         python3 examples/python/accuracy.py --steps 300 --out docs/accuracy.json
 
 Rank 0 prints a summary table and writes the JSON (per-step losses of every configuration, |difference| to the
-single process per step, the maxima); scripts/plot_accuracy.py draws it. python/tests/test_accuracy.py runs the
+single process per step, the maxima); scripts/python/plot_accuracy.py draws it. python/tests/test_accuracy.py runs the
 same code for 20 steps and asserts the agreement.
 """
 from __future__ import annotations
@@ -292,7 +292,7 @@ def train_parallel(mpi_comm: Any, cfg: Settings, data: np.ndarray, weights: Dict
     from mpi4py import MPI
 
     comm = basp.Comm(mpi_comm, micro_batch=cfg.micro_batch, num_groups=num_groups)
-    info = comm.shard(cfg.seq_len)
+    info = comm.query(cfg.seq_len)
     cores: List[bt.BaspAttention] = []
 
     def make_core(layer: int) -> torch.nn.Module:

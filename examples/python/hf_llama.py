@@ -5,7 +5,7 @@ attn_implementation="basp". Nothing else of the model changes; what sequence par
 
   who holds what   basp.Comm(world, micro_batch=B) makes G = gcd(N, B) groups of K = N/G ranks (--num-groups 1:
                    Ulysses). Every rank builds the same [B, S] micro-batch of token ids and keeps its shard,
-                   basp.data.local_shard(ids, comm.shard(S)): B/G sequences, tokens [token_begin, token_end).
+                   basp.data.local_shard(ids, comm.query(S)): B/G sequences, tokens [token_begin, token_end).
   RoPE             the model is called with position_ids = torch.arange(token_begin, token_end), the global
                    positions of the rank's tokens (transformers would number them 0..S_l-1 on every rank).
   attention        the registered function runs basp.torch.BaspAttention: head scatter, causal attention over the
@@ -86,7 +86,7 @@ def train_basp(args: argparse.Namespace, world: MPI.Comm, initial: Dict[str, tor
     model = LlamaForCausalLM(make_config(args, "basp"))
     model.load_state_dict(initial)  # the same weights on every rank
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    info = comm.shard(args.seq_len)
+    info = comm.query(args.seq_len)
     if world.Get_rank() == 0:
         print("N=%d ranks, B=%d, S=%d: G=%d groups of K=%d ranks; rank 0 holds sequences %s, tokens %s" % (
             world.Get_size(), args.micro_batch, args.seq_len, comm.num_groups, comm.group_size,

@@ -155,7 +155,8 @@ BASP_API size_t basp_dtype_size(basp_dtype_t dtype);
  * Handles
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct basp_comm* basp_comm_t; /* groups of the world for one micro-batch size */
-typedef struct basp_plan* basp_plan_t; /* one exchange shape: persistent, owns its workspace */
+typedef struct basp_plan* basp_plan_t; /* one exchange shape: persistent, owns its workspace (except a batch
+                                          plan, which borrows its comm's pool: see "Batch plans" below) */
 
 /* An MPI communicator as its Fortran handle: MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py. */
 typedef int basp_mpi_fint_t;
@@ -367,7 +368,8 @@ typedef struct basp_plan_info_v1 {
   int32_t group_size;      /* K */
   int64_t local_sequences; /* b_loc = B / G */
   int64_t local_tokens;    /* S / K */
-  int64_t workspace_bytes; /* host or device memory the plan owns */
+  int64_t workspace_bytes; /* host or device memory the plan owns; a batch plan's: what it takes of its comm's
+                              workspace pool, which it does not own */
   /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D] (scatter input, gather output)
    * and head-sharded [b_loc, S, H_t/K, D] (scatter output, gather input); dims in BSHD order whatever the
    * layout. */
@@ -464,14 +466,16 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  * A comm made with config->batch_capacity > 0 also serves batch plans: for one micro-batch, a membership (groups of
  * any sizes, 1..N, partitioning the world, each with its documents or sequences) becomes an exchange plan without
  * creating any communicator and without talking to any rank: host work only. Every rank makes every batch plan of
- * the comm, in the same order, from the same description (typically basp_comm_plan_batch's answer to the same
+ * the comm, in the same order, from the same description (typically basp_comm_partition_batch's answer to the same
  * lengths). The description's fingerprint and the comm's count of batch plans travel with the first message of each
  * exchange, so a rank whose description (or count) differs from its group's gets BASP_ERROR_MISMATCH; a rank that
  * believes itself in another group than its peers do makes them wait, and they fail with BASP_ERROR_TIMEOUT naming
- * it. Never wrong data. Batch plans of one comm share its workspace pool and one message tag, so their executes run
- * one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an execute
- * only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing and
- * is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
+ * it. Never wrong data. Batch plans are the one exception to "a plan owns its workspace": they borrow their comm's
+ * workspace pool (MPI: the pool and per-node staging regions; NCCL: a device pool), grown at batch plan creation,
+ * never at execute, and held by the comm. Sharing that pool and one message tag, the executes of one comm's batch
+ * plans run one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an
+ * execute only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing
+ * and is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
  * exchange that has not ended within the timeout (BASP_ERROR_TIMEOUT); see docs/batch.md.
  * ------------------------------------------------------------------------------------------------------- */
 #define BASP_BATCH_MAGIC 0x42424154u /* "BBAT" */
@@ -530,13 +534,21 @@ typedef basp_batch_problem_v1 basp_batch_problem_t;
                                          BASP_BATCH_PROBLEM_VERSION, 0, BASP_DTYPE_UNSET, NULL, 0, 0, 0, 0 }
 /* clang-format on */
 
-/* Not collective: plans the groups of one micro-batch on this comm's machine (every rank's node, NVLink domain and
- * GPU, gathered at creation) with the comm's cost model, minimising the predicted step time (max over groups of
- * scatter + attention + gather). Deterministic: every rank computes the same answer from the same problem and
- * model. Writes a batch description for basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays
- * pointing into the caller's arrays): group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's
- * documents ascending). *predicted_seconds (may be NULL) receives the model's step time. A document longer than N *
- * capacity, or a batch of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. */
+/* Not collective: partitions the comm's ranks into groups and the micro-batch's documents among them (the batch
+ * planner) on this comm's machine (every rank's node, NVLink domain and GPU, gathered at creation) with the comm's
+ * cost model, minimising the predicted step time (max over groups of scatter + attention + gather). Deterministic:
+ * every rank computes the same answer from the same problem and model. Writes a batch description for
+ * basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays pointing into the caller's arrays):
+ * group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's documents ascending).
+ * *predicted_seconds (may be NULL) receives the model's step time. A document longer than N * capacity, or a batch
+ * of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. It makes no plan:
+ * basp_batch_plan_create makes one from its answer. */
+BASP_API basp_status_t basp_comm_partition_batch(basp_comm_t comm, const basp_batch_problem_t* problem,
+                                                 int32_t* group_sizes, int32_t* ranks, int32_t* group_docs,
+                                                 int32_t* docs, basp_batch_t* out, double* predicted_seconds);
+
+/* Deprecated: the former name of basp_comm_partition_batch, the same function (kept exported for callers built
+ * against 0.5; new code calls basp_comm_partition_batch). */
 BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
                                             int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
                                             double* predicted_seconds);
@@ -568,7 +580,7 @@ typedef basp_cost_model_v1 basp_cost_model_t;
 /* clang-format on */
 
 /* Not collective (any thread): the comm's model, and a new one (every coefficient finite and >= 0). Every rank must
- * hold the same model for basp_comm_plan_batch to agree across ranks. */
+ * hold the same model for basp_comm_partition_batch to agree across ranks. */
 BASP_API basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model);
 BASP_API basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t* model);
 

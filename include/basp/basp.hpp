@@ -136,7 +136,7 @@ struct Batch {
   std::vector<int32_t> group_docs;  // per group: documents (THD) or sequences
   std::vector<int32_t> docs;        // THD: document indices, group by group
   std::vector<int64_t> lengths;     // THD: tokens of each document, by index
-  double predicted_seconds = 0;     // the planner's step time (basp_comm_plan_batch)
+  double predicted_seconds = 0;     // the planner's step time (basp_comm_partition_batch)
 
   // From explicit groups: members[g] by position; THD: docs[g] the documents of group g and `lengths` all of
   // them; BSHD/SBHD: sequences[g] (pass docs empty).
@@ -267,9 +267,9 @@ class Comm {
   void abort() const { check(basp_comm_abort(handle_)); }
 
   // Batch plans (a comm made with batch_capacity > 0): the planner's groups for one packed micro-batch
-  // (basp_comm_plan_batch; capacity 0: the comm's), identical on every rank for the same arguments.
-  Batch plan_batch(const std::vector<int64_t>& lengths, int64_t query_heads, int64_t kv_heads, int64_t head_dim,
-                   basp_dtype_t dtype, int64_t capacity = 0) const {
+  // (basp_comm_partition_batch; capacity 0: the comm's), identical on every rank for the same arguments.
+  Batch partition_batch(const std::vector<int64_t>& lengths, int64_t query_heads, int64_t kv_heads, int64_t head_dim,
+                        basp_dtype_t dtype, int64_t capacity = 0) const {
     basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
     p.num_docs = static_cast<int32_t>(lengths.size());
     p.lengths = lengths.data();
@@ -287,11 +287,16 @@ class Comm {
     b.docs.resize(lengths.size());
     b.lengths = lengths;
     basp_batch_t out = BASP_BATCH_INITIALIZER;
-    check(basp_comm_plan_batch(handle_, &p, b.group_sizes.data(), b.ranks.data(), b.group_docs.data(), b.docs.data(),
-                               &out, &b.predicted_seconds));
+    check(basp_comm_partition_batch(handle_, &p, b.group_sizes.data(), b.ranks.data(), b.group_docs.data(),
+                                    b.docs.data(), &out, &b.predicted_seconds));
     b.group_sizes.resize(static_cast<size_t>(out.num_groups));
     b.group_docs.resize(static_cast<size_t>(out.num_groups));
     return b;
+  }
+  [[deprecated("renamed partition_batch")]] Batch plan_batch(const std::vector<int64_t>& lengths, int64_t query_heads,
+                                                             int64_t kv_heads, int64_t head_dim, basp_dtype_t dtype,
+                                                             int64_t capacity = 0) const {
+    return partition_batch(lengths, query_heads, kv_heads, head_dim, dtype, capacity);
   }
   CostModel cost_model() const {
     CostModel m = BASP_COST_MODEL_INITIALIZER;

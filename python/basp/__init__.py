@@ -12,7 +12,7 @@ Any sequence length and head counts (split as torch.tensor_split does), and pack
 token_capacity=..., then scatter/gather(..., num_tokens=T)).
 
 Batch plans (a comm made with batch_capacity=...): groups of any size per micro-batch, from the planner or by hand:
-    batch = comm.plan_batch(lengths, query_heads=32, kv_heads=8, head_dim=128, dtype=numpy.float32)
+    batch = comm.partition_batch(lengths, query_heads=32, kv_heads=8, head_dim=128, dtype=numpy.float32)
     plan = comm.batch_plan(batch, head_dim=128, num_heads=[32, 8, 8], dtype=numpy.float32, query_heads=[0, 32, 32])
 
 Without MPI, basp.Comm.from_oob makes an NCCL-backend comm over any framework's all-gather (a basp.OobAllgather).

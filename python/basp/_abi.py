@@ -300,7 +300,7 @@ class BatchStruct(_Versioned):
 
 
 class BatchProblemStruct(_Versioned):
-    """basp_batch_problem_v1: what basp_comm_plan_batch plans."""
+    """basp_batch_problem_v1: what basp_comm_partition_batch partitions."""
     _fields_ = [
         ("size", ctypes.c_size_t),
         ("magic", ctypes.c_uint32),
@@ -359,8 +359,13 @@ FUNCTION_PROTOTYPES = {
     #                                                        const basp_batch_t* batch, basp_plan_t* plan)
     "basp_batch_plan_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanDesc), ctypes.POINTER(BatchStruct),
                                               _c_void_pp]),
-    # basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t* problem, int32_t* group_sizes,
-    #     int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out, double* predicted_seconds)
+    # basp_status_t basp_comm_partition_batch(basp_comm_t comm, const basp_batch_problem_t* problem,
+    #     int32_t* group_sizes, int32_t* ranks, int32_t* group_docs, int32_t* docs, basp_batch_t* out,
+    #     double* predicted_seconds); basp_comm_plan_batch: its deprecated name, the same prototype
+    "basp_comm_partition_batch": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BatchProblemStruct),
+                                                 ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                                                 ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                                                 ctypes.POINTER(BatchStruct), ctypes.POINTER(ctypes.c_double)]),
     "basp_comm_plan_batch": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BatchProblemStruct),
                                             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
                                             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),

@@ -181,8 +181,8 @@ class BaspAttention(torch.nn.Module):
                     [T, h, D] (cu_seqlens an int32 tensor on q's device), replacing the per-document loop
 
     Batch plans (THD, a comm made with batch_capacity): forward(q, k, v, batch=batch), batch a basp.Batch
-    (comm.plan_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over its
-    whole stream. The layer makes the batch's two plans on first use (not collective: host work only) and keeps
+    (comm.partition_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over
+    its whole stream. The layer makes the batch's two plans on first use (not collective: host work only) and keeps
     them on the batch object, shared by every layer of the same shape, so they live as long as the caller keeps the
     batch (through the backward). Every rank must run the same layers on the same batches in the same order.
     """

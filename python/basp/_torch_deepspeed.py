@@ -10,7 +10,7 @@ parallel process group of P ranks, each holding all b sequences of the micro-bat
 This class takes the same arguments and calls, with a basp.Comm (or a torch.distributed ProcessGroup, from which a
 basp.Comm is made) in place of the process group. With num_groups=1 (Ulysses) the comm's ranks hold what DeepSpeed's
 do; with BASP (G = gcd(N, B) groups of K = N / G ranks) each rank holds B/G whole sequences of the micro-batch instead
-of all B (the data loader takes them from comm.shard(S)), and the exchanges stay inside groups of K ranks:
+of all B (the data loader takes them from comm.query(S)), and the exchanges stay inside groups of K ranks:
 
     query, key, value  [s_l, b_loc, H, D]  (batch_dim_idx 1; batch_dim_idx 0: [b_loc, s_l, H, D])
       | one head scatter for the three (backward: the gather, summing K/V heads read by several ranks)
@@ -117,7 +117,7 @@ class DistributedAttention(torch.nn.Module):
 
     Each rank's inputs hold b_loc = B/G sequences (with Ulysses, all B) and its tokens of each: with K dividing S,
     S/K contiguous tokens in group-position order; otherwise pass seq_len=S to forward (the tokens are split as
-    torch.tensor_split does, the first S % K positions holding one more; comm.shard(S).tokens says which).
+    torch.tensor_split does, the first S % K positions holding one more; comm.query(S).tokens says which).
     Plans are made on first use for each (layout, S, Hq, Hkv, D, dtype, device) and kept; call prepare() for each
     shape before torch.compile traces the layer. Every rank of a group must run the same forward/backward sequence.
     """

@@ -5,7 +5,7 @@
     model = LlamaForCausalLM(config)               # same seed (or the same weights) on every rank
     logits = model(input_ids=local_ids, position_ids=global_positions, use_cache=False).logits
 
-Each rank feeds its shard of the micro-batch (basp.data.local_shard of the [B, S] token ids, comm.shard(S)):
+Each rank feeds its shard of the micro-batch (basp.data.local_shard of the [B, S] token ids, comm.query(S)):
 B/G sequences, tokens [token_begin, token_end) of each. Everything outside attention (embeddings, norms, MLPs, the
 LM head) works per token and needs nothing; the attention layers call the function registered here, which runs
 basp.torch.BaspAttention on the rank's Q, K, V, so that every query sees its whole sequence.
@@ -28,7 +28,7 @@ function is refused too. Without the mask registration transformers would drop a
 RoPE. transformers rotates Q and K with the position_ids the model is called with, before attention; they default
 to 0..S_l-1 on every rank, which is wrong for every shard but the first. Pass the global positions of the rank's
 tokens (torch.arange(info.token_begin, info.token_end)). With check_positions (the default) the function compares
-them with comm.shard(S) at the first layer (layer_idx 0, one host read per forward) and refuses others.
+them with comm.query(S) at the first layer (layer_idx 0, one host read per forward) and refuses others.
 
 Refused with basp.Error as well: dropout > 0 (HF passes config.attention_dropout while training: set it to 0), a KV
 cache holding earlier tokens (generation; call the model with use_cache=False when training), softcap, sinks and
@@ -98,9 +98,9 @@ class HFAttention:
         return self.layers[key]
 
     def shard(self, seq_len: int) -> RankInfo:
-        """comm.shard(seq_len), kept."""
+        """comm.query(seq_len), kept."""
         if seq_len not in self._shards:
-            self._shards[seq_len] = self.comm.shard(seq_len)
+            self._shards[seq_len] = self.comm.query(seq_len)
         return self._shards[seq_len]
 
     def _seq_len(self, local_tokens: int, override: Any) -> int:
@@ -162,7 +162,7 @@ class HFAttention:
         if info.token_end - info.token_begin != s_l or info.num_sequences != b:
             raise invalid_argument("%s: query holds %d sequences of %d tokens, but this rank's shard of the "
                                    "micro-batch (B=%d, S=%d) is %d sequences of tokens [%d, %d): feed "
-                                   "basp.data.local_shard(batch, comm.shard(S)), and pass seq_len (or basp_seq_len) "
+                                   "basp.data.local_shard(batch, comm.query(S)), and pass seq_len (or basp_seq_len) "
                                    "when K=%d does not divide S" % (
                                        where, b, s_l, info.micro_batch, seq_len, info.num_sequences,
                                        info.token_begin, info.token_end, self.comm.group_size))
@@ -205,7 +205,7 @@ def register_hf_attention(comm: Comm, name: str = "basp", seq_len: Optional[int]
     under the same name that builds no mask); returns the registered HFAttention. Not collective: the plans are
     made, collectively over each group, on the first forward.
 
-    comm             the basp.Comm every rank feeds its shard with (comm.shard(S))
+    comm             the basp.Comm every rank feeds its shard with (comm.query(S))
     name             the attn_implementation to select: LlamaConfig(..., attn_implementation=name)
     seq_len          S, the full sequence length (default: S_l * K); per call, the model keyword basp_seq_len
     attention        fn(q, k, v, causal, scale) -> out on head-sharded [b, h, S, D] tensors (default: SDPA)

@@ -1,9 +1,10 @@
 """basp.Batch: one micro-batch's membership for batch plans (basp_batch_v1): groups of any size partitioning the
 world, each with its documents (a packed THD stream) or its sequences (BSHD/SBHD), and what one rank does in it.
 
-A Batch comes from the batch planner (basp.Comm.plan_batch, basp_comm_plan_batch) or is written by hand; either way
-every rank must make the same batch plans from the same Batch, in the same order (docs/batch.md). The rank a Batch
-describes (`rank`: its group, position, stream and token range) is a view: Batch.for_rank gives another rank's.
+A Batch comes from the batch planner (basp.Comm.partition_batch, basp_comm_partition_batch) or is written by hand;
+either way every rank must make the same batch plans from the same Batch, in the same order (docs/batch.md). The
+rank a Batch describes (`rank`: its group, position, stream and token range) is a view: Batch.for_rank gives another
+rank's.
 This module calls no library function and imports neither NumPy nor comm.py.
 """
 from __future__ import annotations
@@ -259,7 +260,7 @@ class Batch:
     def _mine(self, what: str) -> Tuple[int, int]:
         if self.rank is None:
             raise invalid_argument("basp.Batch.%s: the batch describes no rank (rank None): use batch.for_rank(r), "
-                                   "or a batch from basp.Comm.plan_batch" % what)
+                                   "or a batch from basp.Comm.partition_batch" % what)
         return self._where[self.rank]
 
     def _need_thd(self, what: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from . import _abi, _arrays, _library
@@ -152,7 +153,7 @@ class Comm(CommHandle):
     num_groups: None (or -1) = gcd(N, B), the BASP rule; 1 = DeepSpeed-Ulysses; otherwise a divisor of N and B.
     backend: Backend.MPI (host memory) or Backend.NCCL (device memory; needs a libbasp built with NCCL).
     config: a ready basp.CommConfig (overrides the keyword arguments), for callers that need every field.
-    batch_capacity: > 0, the comm also serves batch plans (groups of any size per micro-batch: plan_batch,
+    batch_capacity: > 0, the comm also serves batch plans (groups of any size per micro-batch: partition_batch,
     batch_plan; docs/batch.md) of at most this many sequence-side tokens per rank; micro_batch may then be None or
     0 (a comm of batch plans only). The same on every rank. MPI backend only.
 
@@ -269,14 +270,17 @@ class Comm(CommHandle):
         return self._info.micro_batch
 
     def query(self, seq_len: int = 0, rank: int = -1) -> RankInfo:
-        """RankInfo of world rank `rank` (-1: the caller) for sequences of `seq_len` tokens (0: no token range)."""
+        """RankInfo of world rank `rank` (-1: the caller) for sequences of `seq_len` tokens (0: no token range): the
+        data-loader helper (Algorithm 2), the sequences and token range `rank` holds, for any seq_len (the tokens
+        split as torch.tensor_split does)."""
         info = _abi.RankInfoStruct()
         _library.check(_library.lib().basp_comm_query(self._handle, int(rank), int(seq_len), ctypes.byref(info)))
         return RankInfo(info)
 
     def shard(self, seq_len: int, rank: int = -1) -> RankInfo:
-        """The data-loader helper (Algorithm 2): the sequences and token range `rank` holds, for any seq_len (the
-        tokens split as torch.tensor_split does). Same as query."""
+        """Deprecated: query(seq_len, rank), under the name it had before (a DeprecationWarning)."""
+        warnings.warn("basp.Comm.shard is deprecated: call basp.Comm.query(seq_len), the same answer",
+                      DeprecationWarning, stacklevel=2)
         return self.query(seq_len, rank)
 
     def group_ranks(self, group_index: Optional[int] = None) -> List[int]:
@@ -294,15 +298,28 @@ class Comm(CommHandle):
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity)
 
     # ---- batch plans (comms made with batch_capacity > 0; docs/batch.md) ---------------------------------------
+    def partition_batch(self, lengths: Any, query_heads: int, kv_heads: int, head_dim: int, dtype: DtypeLike,
+                        capacity: int = 0) -> Batch:
+        """The batch planner (basp_comm_partition_batch, not collective): partitions the comm's ranks into groups
+        of any size and a packed micro-batch of documents of `lengths` tokens (a list of ints, or a 1-D integer
+        array or tensor) among them, on this comm's machine with its cost model, minimising the predicted step
+        time. Every rank gets the same answer from the same arguments and model. Returns a basp.Batch describing
+        this rank (each group's documents ascending, its predicted_seconds), for batch_plan, which makes the plan.
+        capacity: most sequence-side tokens per rank (0: batch_capacity)."""
+        return self._partition_batch("basp.Comm.partition_batch", "basp_comm_partition_batch", lengths, query_heads,
+                                     kv_heads, head_dim, dtype, capacity)
+
     def plan_batch(self, lengths: Any, query_heads: int, kv_heads: int, head_dim: int, dtype: DtypeLike,
                    capacity: int = 0) -> Batch:
-        """The batch planner (basp_comm_plan_batch, not collective): groups of any size for a packed micro-batch of
-        documents of `lengths` tokens (a list of ints, or a 1-D integer array or tensor), on this comm's machine
-        with its cost model, minimising the predicted step time. Every rank gets the same answer from the same
-        arguments and model. Returns a basp.Batch describing this rank (each group's documents ascending, its
-        predicted_seconds), for batch_plan. capacity: most sequence-side tokens per rank (0: batch_capacity)."""
-        where = "basp.Comm.plan_batch"
-        fn = _library.require("basp_comm_plan_batch", where)
+        """Deprecated: partition_batch, under the name it had before (a DeprecationWarning)."""
+        warnings.warn("basp.Comm.plan_batch is deprecated: call basp.Comm.partition_batch, the same planner (it "
+                      "makes no plan: batch_plan does)", DeprecationWarning, stacklevel=2)
+        return self._partition_batch("basp.Comm.plan_batch", "basp_comm_plan_batch", lengths, query_heads, kv_heads,
+                                     head_dim, dtype, capacity)
+
+    def _partition_batch(self, where: str, symbol: str, lengths: Any, query_heads: int, kv_heads: int,
+                         head_dim: int, dtype: DtypeLike, capacity: int) -> Batch:
+        fn = _library.require(symbol, where)
         values = _length_list(lengths, where)
         n, world = len(values), self.world_size
         c_lengths = (ctypes.c_int64 * max(1, n))(*values)
@@ -327,7 +344,7 @@ class Comm(CommHandle):
     def batch_plan(self, batch: Batch, head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
                    layout: LayoutLike = Layout.THD, query_heads: Optional[Sequence[Optional[int]]] = None,
                    seq_len: Optional[int] = None, token_capacity: Optional[int] = None) -> Plan:
-        """The plan of this rank's group in `batch` (a basp.Batch: plan_batch's answer or one written by hand), a
+        """The plan of this rank's group in `batch` (a basp.Batch: partition_batch's answer or one written by hand), a
         basp.Plan like any other (scatter, gather, query; basp.torch's operators), made without talking to any
         rank (basp_batch_plan_create). Every rank makes every batch plan of the comm, in the same order, from the
         same batch. layout "thd" (default): each group's stream of its documents, each execute moving all of it
@@ -340,7 +357,7 @@ class Comm(CommHandle):
     def cost_model(self) -> CostModel:
         """The comm's cost model (basp_comm_get_cost_model): a basp.CostModel. Assigning one sets it
         (basp_comm_set_cost_model; every coefficient finite and >= 0): every rank must hold the same model for
-        plan_batch to agree across ranks."""
+        partition_batch to agree across ranks."""
         s = _abi.CostModelStruct()
         _library.check(_library.require("basp_comm_get_cost_model", "basp.Comm.cost_model")(self._handle,
                                                                                               ctypes.byref(s)))

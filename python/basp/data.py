@@ -7,7 +7,7 @@ K divides S; otherwise the first S % K positions hold one token more). The libra
 
 A packed micro-batch of documents (THD) is shared out by assign_documents: whole documents to groups, then each
 group's packed stream split over its ranks (docs/packed.md). A batch plan's membership (basp.Batch, groups of any
-size: basp.Comm.plan_batch) is applied the same way by batch_assignment and pack_batch.
+size: basp.Comm.partition_batch) is applied the same way by batch_assignment and pack_batch.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def local_shard(batch: Array, info: RankInfo, layout: Union[Layout, int, str] = 
     """This rank's part of a whole micro-batch: `batch` (NumPy or PyTorch) is [B, S, ...] (BSHD) or [S, B, ...]
     (SBHD) and the result, a contiguous copy, is [B/G, S_l, ...] or [S_l, B/G, ...], S_l = info.token_end -
     info.token_begin (S/K when K divides S; any S works). Works for token ids [B, S] as well as activations
-    [B, S, H, D]. `info` must come from Comm.shard(S). A packed batch (THD) takes DocumentAssignment.pack."""
+    [B, S, H, D]. `info` must come from Comm.query(S). A packed batch (THD) takes DocumentAssignment.pack."""
     a = _arrays.ArrayInfo(batch, "basp.data.local_shard: batch")
     if isinstance(layout, str):
         layout = Layout[layout.upper()]
@@ -46,7 +46,7 @@ def local_shard(batch: Array, info: RankInfo, layout: Union[Layout, int, str] = 
                                "from basp.data.assign_documents(...).pack" % (layout,))
     if info.seq_len <= 0:
         raise invalid_argument("basp.data.local_shard: info.seq_len (%d) is 0: query the comm with the sequence "
-                               "length, comm.shard(seq_len)" % info.seq_len)
+                               "length, comm.query(seq_len)" % info.seq_len)
     b_dim, s_dim = (0, 1) if layout == Layout.BSHD else (1, 0)
     if len(a.shape) < 2 or a.shape[b_dim] != info.micro_batch or a.shape[s_dim] != info.seq_len:
         raise invalid_argument("basp.data.local_shard: batch has shape %s but a %s micro-batch of B=%d sequences "
@@ -273,8 +273,8 @@ def batch_assignment(batch: Batch, rank: Optional[int] = None) -> DocumentAssign
     if rank is not None:
         batch = batch.for_rank(_integer(rank, 32, "%s: rank" % where))
     elif batch.rank is None:
-        raise invalid_argument("%s: the batch describes no rank: pass rank, or a batch from basp.Comm.plan_batch" %
-                               where)
+        raise invalid_argument("%s: the batch describes no rank: pass rank, or a batch from "
+                               "basp.Comm.partition_batch" % where)
     np = _numpy()
     cu = batch.cu_seqlens
     if cu[-1] > np.iinfo(np.int32).max:

@@ -200,6 +200,9 @@ int main(void) {
   FUNCTION(basp_comm_plan_batch, basp_status_t,
            (basp_comm_t, const basp_batch_problem_t*, int32_t*, int32_t*, int32_t*, int32_t*, basp_batch_t*, double*),
            ",");
+  FUNCTION(basp_comm_partition_batch, basp_status_t,
+           (basp_comm_t, const basp_batch_problem_t*, int32_t*, int32_t*, int32_t*, int32_t*, basp_batch_t*, double*),
+           ",");
   FUNCTION(basp_comm_get_cost_model, basp_status_t, (basp_comm_t, basp_cost_model_t*), ",");
   FUNCTION(basp_comm_set_cost_model, basp_status_t, (basp_comm_t, const basp_cost_model_t*), ",");
   FUNCTION(basp_comm_calibrate, basp_status_t, (basp_comm_t, int64_t, int32_t), ",");

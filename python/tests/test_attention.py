@@ -78,7 +78,7 @@ def distributed(b, hq, hkv, causal, layout, num_groups, seed, attention=None):
     """One BaspAttention forward/backward on this rank's shard; returns the gathered results."""
     x, w, dout = model(b, hq, hkv, seed)
     comm = basp.Comm(WORLD, micro_batch=b, num_groups=num_groups)
-    info = comm.shard(S)
+    info = comm.query(S)
     if layout == "sbhd":
         x, dout = x.transpose(0, 1).contiguous(), dout.transpose(0, 1).contiguous()
     x_loc = basp.data.local_shard(x, info, layout).requires_grad_()
@@ -216,7 +216,7 @@ def test_torch_argument_errors():
                      "num_heads (3) must be a positive multiple of num_kv_heads (2)")
         layer = bt.BaspAttention(comm, k + 1 if k > 1 else 2, 4)
         q = torch.zeros(1, 2, layer.num_heads, 4)
-        # Since issue 14 a head count K does not divide is split over the group, no longer refused.
+        # A head count K does not divide is split over the group, no longer refused.
         check.equal(tuple(layer(q, q, q).shape), tuple(q.shape), "Hq = K + 1 runs")
         expect_error(lambda: layer(q, q[:, :, :1], q), inv, "k has shape (1, 2, 1, 4)")
         expect_error(lambda: layer(q, q.double(), q.double()), inv, "k (", "does not match q")

@@ -1,4 +1,4 @@
-"""BaspAttention for any shape (issue 14) against float64 single-process attention, on the CPU over the MPI backend:
+"""BaspAttention for any shape against float64 single-process attention, on the CPU over the MPI backend:
 GQA ratios 1, 2, 4, 8 and 16 (MQA), head counts the group size K does not divide (fewer query heads than ranks
 included), sequence lengths K does not divide (ranks without tokens included), BSHD and SBHD; and packed documents
 (THD, documents of random lengths assigned to groups by basp.data.assign_documents, causal within each document)
@@ -64,7 +64,7 @@ def sequence_case(b, groups, hq, hkv, seq_len, causal, layout, dtype, seed, atte
     dout = torch.randn(b, seq_len, hq, D, generator=g, dtype=torch.float64)
     ref = reference(q, k, v, dout, causal)
     comm = basp.Comm(WORLD, micro_batch=b, num_groups=groups)
-    me = comm.shard(seq_len)
+    me = comm.query(seq_len)
 
     def local(x):
         return basp.data.local_shard(x if layout == "bshd" else x.transpose(0, 1).contiguous(), me, layout)

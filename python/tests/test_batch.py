@@ -15,6 +15,7 @@ under mpirun, with NumPy only:
 usage: mpirun -np N python3 test_batch.py [test names]
 """
 import sys
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -325,6 +326,34 @@ def test_cost_model_round_trip():
         check.true(measured.calibrated and measured == comm.cost_model, "calibrate returns the stored model")
         models = WORLD.allgather(measured)
         check.true(all(m == models[0] for m in models), "calibration stores the same model on every rank")
+
+
+def _warned(fn, name):
+    """fn()'s result; checks that it warned once with a DeprecationWarning naming `name`."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    check.equal(len(deprecations), 1, "%s warns once" % name)
+    check.true(all(name in str(w.message) and w.filename == __file__ for w in deprecations),
+               "%s's warning names it and points at its caller: %s" % (name, [str(w.message) for w in deprecations]))
+    return result
+
+
+def test_deprecated_names():
+    """The former names answer as the new ones do, with a DeprecationWarning; the new ones warn nothing."""
+    lengths = [5 + (7 * i) % 23 for i in range(2 * N + 1)]
+    with batch_comm() as comm:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            batch = comm.partition_batch(lengths, 8, 2, 16, np.float32)
+            info = comm.query(12)
+        old = _warned(lambda: comm.plan_batch(lengths, 8, 2, 16, np.float32), "plan_batch")
+        check.equal(old, batch, "plan_batch's answer is partition_batch's")
+        shard = _warned(lambda: comm.shard(12), "shard")
+        check.equal(shard.as_dict(), info.as_dict(), "shard's answer is query's")
+        expect_error(lambda: comm.partition_batch([10, 5000], 8, 2, 16, np.float32, capacity=10),
+                     S.ERROR_INVALID_ARGUMENT, "basp_comm_partition_batch")
 
 
 def test_refusals():

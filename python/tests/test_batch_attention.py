@@ -1,4 +1,4 @@
-"""BaspAttention over batch plans (issue 16) against float64 single-process attention, on the CPU over the MPI
+"""BaspAttention over batch plans against float64 single-process attention, on the CPU over the MPI
 backend: every step a new membership (the planner's answer under a cost model that makes groups of several ranks,
 and memberships written here with random group sizes and permuted ranks, groups without documents included), each
 group attending over its whole packed stream, causal within each document. Output and the gradients of Q, K and V

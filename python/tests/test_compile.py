@@ -68,7 +68,7 @@ def shard(comm, b, s, layout, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(comm.micro_batch, s, E, generator=g)
     dy = torch.randn(comm.micro_batch, s, E, generator=g)
-    info = comm.shard(s)
+    info = comm.query(s)
     x, dy = (basp.data.local_shard(t, info) for t in (x, dy))
     if layout == "sbhd":
         x, dy = (t.transpose(0, 1).contiguous() for t in (x, dy))

@@ -178,7 +178,7 @@ def test_matches_single_process():
                 seed = 10000 * b + 100 * hq + 10 * hkv + bdi
                 q, k, v, dout, rope = data(b, s, hq, hkv, rot, seed)
                 ref = reference(q, k, v, dout, rope, scale, causal)
-                info = comm.shard(s)
+                info = comm.query(s)
                 loc = [basp.data.local_shard(in_layout(x, bdi), info, "bshd" if bdi == 0 else "sbhd")
                        for x in (q, k, v, dout)]
                 ql, kl, vl = (x.requires_grad_() for x in loc[:3])
@@ -279,7 +279,7 @@ def test_compiled_equals_eager():
     with basp.Comm(WORLD, micro_batch=b, num_groups=1) as comm:
         s = 2 * comm.group_size
         q, k, v, dout, rope = data(b, s, hq, hkv, D, 5, torch.float32)
-        info = comm.shard(s)
+        info = comm.query(s)
         loc = [basp.data.local_shard(in_layout(x, 1), info, "sbhd") for x in (q, k, v, dout)]
         layer = bt.DistributedAttention(LocalAttention(1), comm).prepare(s, hq, D, hkv, torch.float32, "cpu", 1)
         compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
@@ -313,7 +313,7 @@ def deepspeed_comparison():
         q, k, v, dout, rope = data(b, s, hq, hkv, rot, 300 + n_case, torch.float32)
         with basp.Comm(WORLD, micro_batch=b, num_groups=1) as comm:
             check.equal(comm.group_position, RANK, "Ulysses positions are the gloo ranks")
-            info = comm.shard(s)
+            info = comm.query(s)
             layout = "bshd" if bdi == 0 else "sbhd"
             loc = [basp.data.local_shard(in_layout(x, bdi), info, layout) for x in (q, k, v, dout)]
             causal = n_case % 2 == 0

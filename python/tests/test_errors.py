@@ -79,12 +79,12 @@ def test_comm_queries():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         k = comm.group_size
         library_error(lambda: comm.query(0, N), INVALID, "rank (%d) is outside 0..%d" % (N, N - 1))
-        # Any S is accepted since issue 14: the tokens split as torch.tensor_split does (position 0 one more).
-        uneven = comm.shard(k + 1)
+        # Any S is accepted: the tokens split as torch.tensor_split does (position 0 one more).
+        uneven = comm.query(k + 1)
         l = comm.group_position
         check.equal((uneven.token_begin, uneven.token_end), (0, 2) if l == 0 else (l + 1, l + 2),
                     "seq_len K + 1 is split, not refused")
-        library_error(lambda: comm.shard(-k), INVALID, "seq_len (%d)" % -k)
+        library_error(lambda: comm.query(-k), INVALID, "seq_len (%d)" % -k)
         library_error(lambda: comm.group_ranks(1), INVALID, "group_index (1) is outside 0..0")
 
 
@@ -118,7 +118,7 @@ def test_closed_and_stale_handles():
 def test_plan_creation():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         k = comm.group_size  # = N
-        # Head counts and sequence lengths that K does not divide are plans since issue 14, no longer refused;
+        # Head counts and sequence lengths that K does not divide are plans, no longer refused;
         # what is refused now is a key/value tensor whose head count does not divide its query head count.
         for seq_len, heads in ((2 * k, [k + 1]), (2 * k, [2 * k, 1, 1]), (2 * k + 1, [k])):
             with comm.plan(seq_len, 4, heads, np.float32) as plan:

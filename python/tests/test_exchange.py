@@ -50,7 +50,7 @@ def test_rank_info_follows_the_paper():
             check.equal((comm.group_index, comm.group_position), (RANK // k, RANK % k), "g = rank/K, l = rank%K")
             seq_len = 3 * k
             for r in range(N):
-                info = comm.shard(seq_len, r)
+                info = comm.query(seq_len, r)
                 g, l = r // k, r % k
                 expected = dict(world_size=N, rank=r, num_groups=g_count, group_size=k, group_index=g,
                                 group_position=l, micro_batch=b, first_sequence=g * b // g_count,
@@ -71,7 +71,7 @@ def test_groups_and_queries_agree_for_the_default_placement():
             members = [comm.group_ranks(g) for g in range(g_count)]
             check.equal(sorted(r for m in members for r in m), list(range(N)), "groups partition the world")
             for r in range(N):
-                info = comm.shard(2 * k, r)
+                info = comm.query(2 * k, r)
                 check.equal(members[info.group_index][info.group_position], r, "rank %d sits where the query "
                             "says" % r)
                 check.equal((info.first_sequence, info.num_sequences, info.token_begin),
@@ -86,7 +86,7 @@ def test_every_token_has_exactly_one_owner():
             seq_len = 2 * comm.group_size
             owners = np.zeros((b, seq_len), dtype=np.int64)
             for r in range(N):
-                info = comm.shard(seq_len, r)
+                info = comm.query(seq_len, r)
                 owners[info.sequences, info.tokens] += 1
             check.true((owners == 1).all(), "B=%d: tokens owned %s times" % (b, np.unique(owners)))
 
@@ -95,7 +95,7 @@ def test_data_loader_helpers():
     for b in (1, 2, 4, 6):
         with basp.Comm(WORLD, micro_batch=b) as comm:
             seq_len = 4 * comm.group_size
-            info = comm.shard(seq_len)
+            info = comm.query(seq_len)
             step = 5
             indices = basp.data.sequence_indices(info, step)
             check.equal(list(indices), [step * b + info.first_sequence + i for i in range(b // comm.num_groups)],
@@ -134,7 +134,7 @@ def roundtrip(comm, layout, dtype, head_mult, seq_mult, head_dim, seed):
     k, b = comm.group_size, comm.micro_batch
     seq_len = seq_mult * k
     heads = [m * k for m in head_mult]
-    info = comm.shard(seq_len)
+    info = comm.query(seq_len)
     plan = comm.plan(seq_len, head_dim, heads, dtype, layout)
     elem = np.dtype(dtype).itemsize
     b_loc, s_loc = b // comm.num_groups, seq_len // k
@@ -193,7 +193,7 @@ def test_roundtrip_every_dtype():
             k = comm.group_size
             seq_len, heads, head_dim = 2 * k, [k, 3 * k], 3
             plan = comm.plan(seq_len, head_dim, heads, basp_dtype if basp_dtype is not None else dtype)
-            info = comm.shard(seq_len)
+            info = comm.query(seq_len)
             ins = [np.ascontiguousarray(global_tensor(7 + t, (b, seq_len, h, head_dim), dtype)[info.sequences,
                                                                                                info.tokens])
                    for t, h in enumerate(heads)]

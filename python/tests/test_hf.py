@@ -1,7 +1,7 @@
 """basp.torch.register_hf_attention: a Hugging Face Llama trained over BASP equals the same model trained whole.
 
 Every rank builds LlamaForCausalLM from a small config (no download) with attn_implementation="basp", feeds its
-shard of the [B, S] token ids (basp.data.local_shard, comm.shard(S)) with the global position_ids of its tokens,
+shard of the [B, S] token ids (basp.data.local_shard, comm.query(S)) with the global position_ids of its tokens,
 takes labels shifted over the whole sequence before sharding (a rank's last label is the next shard's first
 token), computes sum of token losses / global token count, all-reduces the weight gradients (sum) and takes SGD
 steps. Each step's loss (all-reduced) and the parameters after the steps must equal one process training the same
@@ -97,7 +97,7 @@ def distributed(num_kv_heads, seq_len, seed, num_groups, per_call_seq_len=False)
     hf = bt.register_hf_attention(comm, seq_len=None if per_call_seq_len else seq_len)
     model = build(num_kv_heads, "basp", seq_len, seed)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    info = comm.shard(seq_len)
+    info = comm.query(seq_len)
     ids = tokens(seq_len, seed)
     labels = torch.full_like(ids, -100)
     labels[:, :-1] = ids[:, 1:]  # shifted over the whole sequence, before sharding
@@ -162,7 +162,7 @@ def test_refusals():
     inv = basp.Status.ERROR_INVALID_ARGUMENT
     seq_len = 32
     with basp.Comm(WORLD, micro_batch=B) as comm:
-        info = comm.shard(seq_len)
+        info = comm.query(seq_len)
         ids = basp.data.local_shard(tokens(seq_len, 5), info)
         positions = torch.arange(info.token_begin, info.token_end).unsqueeze(0)
         registered = []

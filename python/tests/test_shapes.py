@@ -1,4 +1,4 @@
-"""Plans of any shape from NumPy over the MPI backend (issue 14): sequence lengths and head counts the group size K
+"""Plans of any shape from NumPy over the MPI backend: sequence lengths and head counts the group size K
 does not divide, key/value tensors that follow the query heads' split (GQA, MQA, 28/4 heads at K = 8), packed
 streams (THD) whose token count changes every call, and tensors without elements on a rank (passed as None, sent
 as NULL).
@@ -126,7 +126,7 @@ def exchange_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype
     """One plan: its info, a bit-exact scatter against slices of global tensors, the gather of every tensor
     (restoring query-like inputs, summing the holders of replicated heads), or UNSUPPORTED for a summing int gather."""
     k, l, b = comm.group_size, comm.group_position, comm.micro_batch
-    me = comm.shard(seq_len)
+    me = comm.query(seq_len)
     what = "N=%d B=%d K=%d S=%d heads=%r query_heads=%r %s %s" % (N, b, k, seq_len, heads, queries, layout,
                                                                   basp_dtype.name if basp_dtype else np.dtype(dtype))
     plan = comm.plan(seq_len, D, heads, basp_dtype if basp_dtype is not None else dtype, layout, query_heads=queries)
@@ -159,7 +159,7 @@ def summing_gather_case(comm, seq_len, heads, queries, dtype, layout, seed, basp
     """Each rank gathers head-sharded inputs of small integers that depend on (sequence, token, head, dim, position):
     every output element is the sum over the holders of its head, computed here, bit for bit."""
     k, l, b = comm.group_size, comm.group_position, comm.micro_batch
-    me = comm.shard(seq_len)
+    me = comm.query(seq_len)
     what = "summing gather N=%d B=%d K=%d S=%d heads=%r query_heads=%r %s %s" % (
         N, b, k, seq_len, heads, queries, layout, basp_dtype.name if basp_dtype else np.dtype(dtype))
     plan = comm.plan(seq_len, D, heads, basp_dtype if basp_dtype is not None else dtype, layout, query_heads=queries)
@@ -202,12 +202,12 @@ def test_shard_any_sequence_length():
             for seq_len in range(1, 3 * k + 2):
                 owners = np.zeros((b, seq_len), dtype=np.int64)
                 for r in range(N):
-                    info = comm.shard(seq_len, r)
+                    info = comm.query(seq_len, r)
                     check.equal((info.token_begin, info.token_end), split(seq_len, k, info.group_position),
                                 "tokens of rank %d, B=%d S=%d" % (r, b, seq_len))
                     owners[info.sequences, info.tokens] += 1
                 check.true((owners == 1).all(), "B=%d S=%d: every token has one owner" % (b, seq_len))
-                me = comm.shard(seq_len)
+                me = comm.query(seq_len)
                 tokens = np.arange(b * seq_len).reshape(b, seq_len)
                 part = basp.data.local_shard(tokens, me)
                 check.true(np.array_equal(part, tokens[me.sequences, me.tokens]), "local_shard, S=%d" % seq_len)

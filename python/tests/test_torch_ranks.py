@@ -1,9 +1,9 @@
 """The Python binding on the GPU with several ranks, one process per rank, started by torchrun (no MPI, no mpi4py):
 
-  torchrun --standalone --nproc_per_node N --no_python scripts/gpu-rank-env python3 python/tests/test_torch_ranks.py
+  torchrun --standalone --nproc_per_node N --no_python scripts/gpu/rank-env python3 python/tests/test_torch_ranks.py
 
 Each rank is a process of its own (rank and size from torchrun's RANK and WORLD_SIZE) on CUDA device
-LOCAL_RANK % device_count: with one GPU, every rank shares cuda:0 (scripts/gpu-rank-env gives each rank its own
+LOCAL_RANK % device_count: with one GPU, every rank shares cuda:0 (scripts/gpu/rank-env gives each rank its own
 NCCL_HOSTID, so that NCCL accepts several ranks on one GPU and moves their data over sockets). The world is an NCCL
 process group (made at init_process_group(device_id=...) where PyTorch has it); a gloo group beside it only paces
 the tests (the harness's barrier). Without torchrun the script runs as one rank. What it checks, on every rank:
@@ -126,7 +126,7 @@ def check_exchange(comm, what):
     k = comm.group_size
     s, heads = 2 * k + 1, 2 * k + 1
     plan = comm.plan(s, D, [heads, heads], torch.bfloat16)
-    info, pinfo = comm.shard(s), plan.query()
+    info, pinfo = comm.query(s), plan.query()
     whole = [coordinates((comm.micro_batch, s, heads, D), 7919 * t) for t in range(2)]
     ins = [basp.data.local_shard(w, info).to(DEV) for w in whole]
     outs = plan.scatter(ins, [torch.full(plan.head_sharded_shape(t), float("nan"), dtype=torch.bfloat16, device=DEV)
@@ -271,7 +271,7 @@ def problem(s, hq, hkv, seed):
 
 def compare_shards(comm, s, got, reference, what):
     """This rank's shard of each reference tensor against what it computed."""
-    info = comm.shard(s)
+    info = comm.query(s)
     for name, a, ref in zip(("out", "dq", "dk", "dv"), got, reference):
         mine = basp.data.local_shard(ref, info)
         check.equal(tuple(a.shape), tuple(mine.shape), "%s: %s shape" % (what, name))
@@ -282,7 +282,7 @@ def compare_shards(comm, s, got, reference, what):
 
 def run_layer(layer, comm, inputs, s, **kwargs):
     """One forward and backward of `layer` on this rank's shards (moved to the GPU); (out, dq, dk, dv) on the CPU."""
-    info = comm.shard(s)
+    info = comm.query(s)
     q, k, v, dout = (basp.data.local_shard(t, info).to(DEV) for t in inputs)
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     out = layer(*leaves, **kwargs)
@@ -337,7 +337,7 @@ def test_head_scatter_and_gather_operators_on_cuda():
     with bt.comm_from_process_group(micro_batch=B, num_groups=1, timeout_ms=120000) as comm:
         s, heads = 2 * N + 1, 2 * N + 1
         plan = comm.plan(s, D, [heads, heads], torch.float32)
-        info, pinfo = comm.shard(s), plan.query()
+        info, pinfo = comm.query(s), plan.query()
         g = torch.Generator().manual_seed(5)
         whole = [torch.randn(B, s, heads, D, generator=g) for _ in range(2)]
         weights = [torch.randn(B, s, heads, D, generator=g) for _ in range(2)]  # d(loss)/d(head-sharded)

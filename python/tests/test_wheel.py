@@ -1,4 +1,4 @@
-"""The basp wheel as installed in a virtual environment (scripts/python-env.sh --install BUILD), no MPI.
+"""The basp wheel as installed in a virtual environment (scripts/python/env.sh --install BUILD), no MPI.
 
 - The interpreter imports basp from its site-packages, not from a source tree, and loads the libbasp bundled in
   the package; that library is this build tree's (same GNU build id) and the package's files are the source
@@ -25,7 +25,7 @@ from harness import check, run
 
 BUILD_LIB = os.path.abspath(sys.argv[1])
 SOURCE_PKG = os.path.abspath(sys.argv[2])
-REFRESH = "refresh the install with scripts/python-env.sh --install <build dir>"
+REFRESH = "refresh the install with scripts/python/env.sh --install <build dir>"
 
 
 def build_id(path):

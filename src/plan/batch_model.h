@@ -1,5 +1,5 @@
-// The batch planner's traffic and time model of a group (batch_planner.h's objective), shared by the planners in
-// batch_planner.cpp and mixed_plan.cpp. Internal to the plan component: not part of the public API.
+// The batch planner's time model of a group (batch_planner.h's objective, its bytes by traffic.h), shared by the
+// planners in batch_planner.cpp and mixed_plan.cpp. Internal to the plan component: not part of the public API.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan/batch_planner.h"
+#include "plan/traffic.h"
 
 namespace basp::plan::batch_internal {
 
@@ -18,20 +19,6 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 :
 inline int64_t saturating_mul(int64_t a, int64_t b) {
   return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
 }
-
-// The machine as dense ids: a rank's locality unit (its NVLink domain when it has one, else its node) and its
-// physical node (whose network link carries the cross-unit traffic). Ids in order of the lowest rank.
-struct Machine {
-  int32_t n = 0;
-  std::vector<int32_t> unit_of;
-  std::vector<int32_t> node_of;
-  int32_t num_units = 0;
-  int32_t num_nodes = 0;
-  int32_t unit_ranks = 1;  // the most common unit size (ties: the larger), for the placement-free estimate
-  int32_t node_ranks = 1;  // the same for physical nodes
-};
-
-Machine make_machine(const PlacementInput& in);
 
 // The byte model of batch_planner.h: bytes one rank exchanges with one peer, and the busiest rank's query share.
 double scatter_per_peer(const BatchProblem& p, int32_t k, int64_t tokens);
@@ -47,12 +34,12 @@ struct Work {
 
 Work work_of(const BatchProblem& p, const std::vector<int32_t>& docs);
 
-// The exact objective: each group's scatter + attention + gather with the given membership (see batch_planner.h).
-std::vector<double> group_times(const BatchProblem& p, const Machine& m, const Lists& members, const Lists& docs);
+// The exact objective: each group's scatter + attention + gather with the given membership (see batch_planner.h),
+// the exchanges' bytes by membership_traffic.
+std::vector<double> group_times(const BatchProblem& p, const UnitMap& m, const Lists& members, const Lists& docs);
 
-// The placement-free estimate the planner sizes groups with: a group of k spans units of m.unit_ranks ranks whole
-// (its ranks' other peers are remote) and alone on its nodes' links.
-double estimate(const BatchProblem& p, const Machine& m, int32_t k, int64_t tokens, double sum_sq, double sum);
+// The placement-free estimate the planner sizes groups with: the exchanges' bytes by estimate_traffic.
+double estimate(const BatchProblem& p, const UnitMap& m, int32_t k, int64_t tokens, double sum_sq, double sum);
 
 // The largest element of v, 0 when empty.
 double max_of(const std::vector<double>& v);

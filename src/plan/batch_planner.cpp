@@ -23,8 +23,6 @@ using batch_internal::ceil_div;
 using batch_internal::estimate;
 using batch_internal::group_times;
 using batch_internal::Lists;
-using batch_internal::Machine;
-using batch_internal::make_machine;
 using batch_internal::max_of;
 using batch_internal::saturating_mul;
 using batch_internal::Work;
@@ -66,7 +64,7 @@ struct Candidate {
 // Places logical groups (sizes, document lists) and evaluates them exactly. Groups of one size are matched to
 // the placed groups of that size in order: the logical ones by their lowest document (empty ones last), the placed
 // ones by their lowest rank.
-Candidate place_and_evaluate(const BatchProblem& p, const Machine& m, const std::vector<int32_t>& sizes, Lists docs) {
+Candidate place_and_evaluate(const BatchProblem& p, const UnitMap& m, const std::vector<int32_t>& sizes, Lists docs) {
   Candidate c;
   Lists placed = place_mixed_groups(p.machine, sizes);
   std::vector<int32_t> logical(sizes.size());
@@ -95,7 +93,7 @@ Candidate place_and_evaluate(const BatchProblem& p, const Machine& m, const std:
 
 // The best plan of N/K groups of K for each K dividing N, documents by plan::group_documents, placed by
 // place_groups (the same as place_mixed_groups with equal sizes).
-void uniform_plans(const BatchProblem& p, const Machine& m, int64_t longest, Candidate& best) {
+void uniform_plans(const BatchProblem& p, const UnitMap& m, int64_t longest, Candidate& best) {
   for (int32_t k = 1; k <= m.n; ++k) {
     if (m.n % k != 0) continue;
     const int64_t group_capacity = saturating_mul(p.capacity, k);
@@ -125,7 +123,7 @@ constexpr int32_t kNearlyEqualMaxRanks = 32;
 // subset-sum cells (bits: milliseconds, 16 MB at most); each uniform K has group_documents's own.
 constexpr int64_t kPlannerFillBudget = kFillBinsBudget;
 
-bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, int64_t& budget, std::vector<int32_t>& sizes,
+bool nearly_equal_plan(const BatchProblem& p, const UnitMap& m, int32_t g, int64_t& budget, std::vector<int32_t>& sizes,
                        Lists& docs) {
   const std::vector<int32_t> order = batch_internal::longest_first(p);
   sizes.assign(static_cast<size_t>(g), 0);
@@ -163,38 +161,38 @@ bool nearly_equal_plan(const BatchProblem& p, const Machine& m, int32_t g, int64
   return true;
 }
 
-BatchPlan to_plan(const BatchProblem& p, const Machine& m, Candidate c) {
-  BatchPlan plan;
-  plan.group_of.assign(static_cast<size_t>(m.n), -1);
-  plan.position_of.assign(static_cast<size_t>(m.n), -1);
-  plan.doc_group.assign(p.lengths.size(), -1);
-  plan.groups.resize(c.members.size());
+BatchPartition to_partition(const BatchProblem& p, const UnitMap& m, Candidate c) {
+  BatchPartition out;
+  out.group_of.assign(static_cast<size_t>(m.n), -1);
+  out.position_of.assign(static_cast<size_t>(m.n), -1);
+  out.doc_group.assign(p.lengths.size(), -1);
+  out.groups.resize(c.members.size());
   for (size_t g = 0; g < c.members.size(); ++g) {
-    BatchGroup& group = plan.groups[g];
+    BatchGroup& group = out.groups[g];
     group.members = std::move(c.members[g]);
     group.docs = std::move(c.docs[g]);
     group.predicted_seconds = c.times[g];
     for (size_t l = 0; l < group.members.size(); ++l) {
-      plan.group_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(g);
-      plan.position_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(l);
+      out.group_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(g);
+      out.position_of[static_cast<size_t>(group.members[l])] = static_cast<int32_t>(l);
     }
     for (const int32_t d : group.docs) {
-      plan.doc_group[static_cast<size_t>(d)] = static_cast<int32_t>(g);
+      out.doc_group[static_cast<size_t>(d)] = static_cast<int32_t>(g);
       group.tokens += p.lengths[static_cast<size_t>(d)];
     }
     BASP_CHECK(ceil_div(group.tokens, static_cast<int64_t>(group.members.size())) <= p.capacity, BASP_ERROR_INTERNAL,
                "the batch planner overfilled group ", g, " (", group.tokens, " tokens on ", group.members.size(),
                " ranks of capacity ", p.capacity, ")");
   }
-  plan.predicted_seconds = c.max;
-  return plan;
+  out.predicted_seconds = c.max;
+  return out;
 }
 
 }  // namespace
 
-BatchPlan plan_batch(const BatchProblem& problem) {
+BatchPartition plan_batch(const BatchProblem& problem) {
   check_problem(problem);
-  const Machine m = make_machine(problem.machine);
+  const UnitMap m = make_unit_map(problem.machine);
   int64_t longest = 0;
   for (const int64_t l : problem.lengths) longest = std::max(longest, l);
 
@@ -217,7 +215,7 @@ BatchPlan plan_batch(const BatchProblem& problem) {
   }
   // K = N always holds the batch (checked above), so some uniform plan exists.
   BASP_CHECK(std::isfinite(best.max), BASP_ERROR_INTERNAL, "the batch planner found no plan");
-  return to_plan(problem, m, std::move(best));
+  return to_partition(problem, m, std::move(best));
 }
 
 double predict_batch(const BatchProblem& problem, const std::vector<std::vector<int32_t>>& members,
@@ -246,7 +244,7 @@ double predict_batch(const BatchProblem& problem, const std::vector<std::vector<
     }
   }
   for (size_t d = 0; d < assigned.size(); ++d) BASP_CHECK_ARG(assigned[d], "document ", d, " is in no group of docs");
-  return max_of(group_times(problem, make_machine(problem.machine), members, docs));
+  return max_of(group_times(problem, make_unit_map(problem.machine), members, docs));
 }
 
 }  // namespace basp::plan

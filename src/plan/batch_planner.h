@@ -14,7 +14,7 @@
 //   bytes one rank exchanges with one peer:  scatter  t * (hq + 2 * hkv) * D * elem_size   (Q, K and V)
 //                                            gather   t * hq * D * elem_size                (the output)
 //   node_bytes     per peer * (the most members of the group in one unit - 1), a unit being a rank's NVLink
-//                  domain when it has one (domain != 0), else its node;
+//                  domain when it has one (domain != 0), else its node (traffic.h: calibration counts the same);
 //   network_bytes  per node: the sum over every group of per peer * (each of its members on that node) * (that
 //                  member's peers outside its unit); a group pays the largest such sum over the nodes where it
 //                  has cross-unit traffic (groups sharing a node share its link);
@@ -49,6 +49,7 @@ struct BatchProblem {
   CostModel model;
 };
 
+// One group of a BatchPartition.
 struct BatchGroup {
   std::vector<int32_t> members;  // world ranks by position
   std::vector<int32_t> docs;     // document indices, ascending: the order of the group's stream
@@ -56,7 +57,9 @@ struct BatchGroup {
   double predicted_seconds = 0;  // scatter + attention + gather of this group
 };
 
-struct BatchPlan {
+// The planner's answer: the ranks partitioned into groups and the documents among them. Not a batch plan (a
+// runtime::Plan made from such a partition, which executes the exchanges).
+struct BatchPartition {
   std::vector<BatchGroup> groups;    // ordered by their lowest member rank
   std::vector<int32_t> group_of;     // [N] group of each rank
   std::vector<int32_t> position_of;  // [N]
@@ -66,7 +69,7 @@ struct BatchPlan {
 
 // Throws INVALID_ARGUMENT naming the argument and value: no rank, a length <= 0, a document longer than
 // N * capacity, a batch of more than N * capacity tokens (no partition can hold it), a bad shape.
-BatchPlan plan_batch(const BatchProblem& problem);
+BatchPartition plan_batch(const BatchProblem& problem);
 
 // The predicted time of a given membership and assignment (the planner's objective), for benchmarks and tests:
 // `members` partitions the ranks, `docs[g]` the documents of group g.

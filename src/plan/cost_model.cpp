@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "common/error.h"
 
@@ -288,6 +289,18 @@ CostModel default_cost_model() {
   m.c1 = 0.0;
   m.source = "default";
   return m;
+}
+
+void check_cost_model(const CostModel& model, const char* prefix) {
+  const std::array<std::pair<const char*, double>, 6> coefficients = {{{"a0", model.a0},
+                                                                       {"a1", model.a1},
+                                                                       {"beta_node", model.beta_node},
+                                                                       {"beta_network", model.beta_network},
+                                                                       {"c2", model.c2},
+                                                                       {"c1", model.c1}}};
+  for (const auto& [name, v] : coefficients) {
+    BASP_CHECK_ARG(std::isfinite(v) && v >= 0.0, prefix, name, " (", v, ") must be finite and >= 0");
+  }
 }
 
 // The fit minimizes the relative residuals, sum_i ((predicted_i - seconds_i) / seconds_i)^2: timings spread over

@@ -48,6 +48,10 @@ struct CostModel {
 // 100 Gbit/s), c2 = c1 = 0; source "default".
 CostModel default_cost_model();
 
+// Throws INVALID_ARGUMENT naming the coefficient as `prefix` followed by its key (prefix "model->": "model->a0 (-1)
+// must be finite and >= 0") when a0, a1, beta_node, beta_network, c2 or c1 is negative or not finite.
+void check_cost_model(const CostModel& model, const char* prefix);
+
 // One measured exchange: a group of k ranks, its bytes as in CostModel, its slowest rank's seconds.
 struct CostSample {
   int32_t k = 0;

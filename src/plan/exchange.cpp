@@ -11,7 +11,10 @@ namespace basp::plan {
 using detail::checked_add;
 using detail::checked_mul;
 
-ExchangeSpec validate_spec(const basp_plan_desc_v1& d) {
+namespace {
+
+// The descriptor's layout and element type.
+ExchangeSpec check_kind(const basp_plan_desc_v1& d) {
   BASP_CHECK_ARG(d.layout >= 0 && d.layout < BASP_LAYOUT_COUNT, "layout (", d.layout,
                  ") is not a basp_layout_t value (0..", BASP_LAYOUT_COUNT - 1, ")");
   BASP_CHECK_ARG(d.dtype != BASP_DTYPE_UNSET, "dtype (", d.dtype,
@@ -20,24 +23,25 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& d) {
                  BASP_DTYPE_UNSET - 1, ")");
   ExchangeSpec spec;
   spec.layout = d.layout;
-  if (spec.thd()) {
-    BASP_CHECK_ARG(d.token_capacity > 0, "token_capacity (", d.token_capacity,
-                   ") must be positive for a THD plan: the most tokens of a group's stream in one execute");
-    BASP_CHECK_ARG(d.seq_len == -1 || d.seq_len == d.token_capacity, "seq_len (", d.seq_len,
-                   ") must be -1 or token_capacity (", d.token_capacity, ") for a THD plan");
-    spec.seq_len = d.token_capacity;
-  } else {
-    BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
-    BASP_CHECK_ARG(d.token_capacity == 0, "token_capacity (", d.token_capacity,
-                   ") must be 0 unless the layout is BASP_LAYOUT_THD");
-    spec.seq_len = d.seq_len;
-  }
+  spec.dtype = d.dtype;
+  spec.elem_size = dtype_size(d.dtype);
+  return spec;
+}
+
+// A BSHD or SBHD descriptor's sequence length.
+int64_t check_seq_len(const basp_plan_desc_v1& d) {
+  BASP_CHECK_ARG(d.seq_len > 0, "seq_len (", d.seq_len, ") must be positive");
+  BASP_CHECK_ARG(d.token_capacity == 0, "token_capacity (", d.token_capacity,
+                 ") must be 0 unless the layout is BASP_LAYOUT_THD");
+  return d.seq_len;
+}
+
+// The descriptor's head_dim and tensors into `spec`.
+void check_tensors(const basp_plan_desc_v1& d, ExchangeSpec& spec) {
   BASP_CHECK_ARG(d.head_dim > 0, "head_dim (", d.head_dim, ") must be positive");
   BASP_CHECK_ARG(d.num_tensors >= 1 && d.num_tensors <= BASP_MAX_TENSORS, "num_tensors (", d.num_tensors,
                  ") must be in 1..", BASP_MAX_TENSORS);
   BASP_CHECK_ARG(d.reserved0 == 0, "reserved0 (", d.reserved0, ") must be 0");
-  spec.dtype = d.dtype;
-  spec.elem_size = dtype_size(d.dtype);
   spec.head_dim = d.head_dim;
   for (int32_t t = 0; t < BASP_MAX_TENSORS; ++t) {
     const int64_t h = d.num_heads[t];
@@ -53,6 +57,36 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& d) {
     spec.num_heads.push_back(h);
     spec.split_heads.push_back(q == 0 ? h : q);
   }
+}
+
+}  // namespace
+
+ExchangeSpec validate_spec(const basp_plan_desc_v1& d) {
+  ExchangeSpec spec = check_kind(d);
+  if (spec.thd()) {
+    BASP_CHECK_ARG(d.token_capacity > 0, "token_capacity (", d.token_capacity,
+                   ") must be positive for a THD plan: the most tokens of a group's stream in one execute");
+    BASP_CHECK_ARG(d.seq_len == -1 || d.seq_len == d.token_capacity, "seq_len (", d.seq_len,
+                   ") must be -1 or token_capacity (", d.token_capacity, ") for a THD plan");
+    spec.seq_len = d.token_capacity;
+  } else {
+    spec.seq_len = check_seq_len(d);
+  }
+  check_tensors(d, spec);
+  return spec;
+}
+
+ExchangeSpec validate_batch_tensors(const basp_plan_desc_v1& d) {
+  ExchangeSpec spec = check_kind(d);
+  if (spec.thd()) {
+    BASP_CHECK_ARG(d.token_capacity >= 0, "token_capacity (", d.token_capacity,
+                   ") must be 0 (each group's stream) or positive for a THD batch plan");
+    BASP_CHECK_ARG(d.seq_len == -1 || (d.token_capacity > 0 && d.seq_len == d.token_capacity), "seq_len (", d.seq_len,
+                   ") must be -1", d.token_capacity > 0 ? " or token_capacity" : "", " for a THD plan");
+  } else {
+    spec.seq_len = check_seq_len(d);
+  }
+  check_tensors(d, spec);
   return spec;
 }
 

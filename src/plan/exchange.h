@@ -28,6 +28,9 @@ struct ExchangeSpec {
 
 // Checks every field of the descriptor; the error names the field and the value.
 ExchangeSpec validate_spec(const basp_plan_desc_v1& desc);
+// The same checks for a batch plan's tensors, whose batch sets the sequences: THD takes token_capacity 0 (each
+// group's stream) and leaves seq_len 0; BSHD/SBHD as validate_spec.
+ExchangeSpec validate_batch_tensors(const basp_plan_desc_v1& desc);
 
 // A range of the heads an execute moves, in units of the group's head split (per tensor: of its split_heads, the
 // heads its split follows). The whole range, every head, is the only range executes move so far; the control

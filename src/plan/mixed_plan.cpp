@@ -33,7 +33,7 @@ struct SizeOptions {
 // What every step of one mixed plan reads.
 struct MixedInput {
   const BatchProblem& p;
-  const Machine& m;
+  const UnitMap& m;
   bool use_slack;
   std::vector<int32_t> order;  // documents, longest first
   SizeOptions options;
@@ -68,7 +68,7 @@ struct Packing {
 };
 
 // Step 1: every document's candidate sizes (K_min and each K where the query-head share drops) and estimates.
-SizeOptions size_options(const BatchProblem& p, const Machine& m, const std::vector<int32_t>& order) {
+SizeOptions size_options(const BatchProblem& p, const UnitMap& m, const std::vector<int32_t>& order) {
   // The K that change the busiest rank's query heads: K = 1 and every K where ceil(Hq / K) drops.
   std::vector<int32_t> steps;
   for (int64_t k = 1; k <= std::min<int64_t>(p.query_heads, m.n); ++k) {
@@ -278,7 +278,7 @@ void emit(const MixedInput& in, const Split& s, Packing& packing, std::vector<in
 
 }  // namespace
 
-bool mixed_plan(const BatchProblem& p, const Machine& m, bool use_slack, int64_t& budget,
+bool mixed_plan(const BatchProblem& p, const UnitMap& m, bool use_slack, int64_t& budget,
                 std::vector<int32_t>& sizes_out, Lists& docs_out) {
   MixedInput in{p, m, use_slack, longest_first(p), {}, 0, 0};
   in.options = size_options(p, m, in.order);  // 1. candidate sizes and estimates per document

@@ -19,7 +19,7 @@ namespace basp::plan::batch_internal {
 // still left grow the slowest groups while that lowers their estimate. Returns false when the sizes at any tau
 // exceed N (long documents that must share a group) or the packing overflows a rank. `budget` is fill_bins's,
 // taken from the caller's; sizes_out and docs_out are set only when it returns true.
-bool mixed_plan(const BatchProblem& p, const Machine& m, bool use_slack, int64_t& budget,
+bool mixed_plan(const BatchProblem& p, const UnitMap& m, bool use_slack, int64_t& budget,
                 std::vector<int32_t>& sizes_out, Lists& docs_out);
 
 }  // namespace basp::plan::batch_internal

@@ -8,7 +8,6 @@
 #include "common/fnv.h"
 #include "common/rank_list.h"
 #include "common/split.h"
-#include "plan/dtype.h"
 #include "runtime/plan.h"
 
 namespace basp::runtime {
@@ -27,207 +26,171 @@ class Fingerprint {
 // The most sequence-side tokens a rank of a group of k holds: the first position's share (tensor_split).
 int64_t tokens_per_rank(int64_t tokens, int32_t k) { return detail::split_count(tokens, k, 0); }
 
-// The checks of the batch's counts and pointers, before any is read through.
-void check_batch_fields(const basp_batch_v1& b, bool thd, int32_t world_size) {
-  BASP_CHECK_ARG(b.num_groups >= 1 && b.num_groups <= world_size, "batch->num_groups (", b.num_groups,
-                 ") must be in 1..", world_size, " (the comm's ranks)");
-  BASP_CHECK_ARG(b.num_docs >= 0, "batch->num_docs (", b.num_docs, ") must not be negative");
-  BASP_CHECK(b.group_sizes != nullptr, BASP_ERROR_NULL_POINTER, "batch->group_sizes is NULL");
-  BASP_CHECK(b.ranks != nullptr, BASP_ERROR_NULL_POINTER, "batch->ranks is NULL");
-  BASP_CHECK(b.group_docs != nullptr, BASP_ERROR_NULL_POINTER, "batch->group_docs is NULL");
-  if (thd) {
-    BASP_CHECK(b.lengths != nullptr || b.num_docs == 0, BASP_ERROR_NULL_POINTER,
-               "batch->lengths is NULL with num_docs (", b.num_docs, ") for a THD plan");
-  } else {
-    BASP_CHECK_ARG(b.docs == nullptr && b.lengths == nullptr,
-                   "batch->docs and batch->lengths must be NULL for a BSHD or SBHD plan (its sequences all have the "
-                   "plan's seq_len)");
-  }
-}
-
-// Adds the exchange spec, the world size and the number of groups to the fingerprint.
-void add_spec(Fingerprint& fp, const plan::ExchangeSpec& spec, int32_t world_size, int32_t num_groups) {
-  for (int64_t v : {int64_t{spec.layout}, int64_t{spec.dtype}, spec.seq_len, spec.head_dim,
-                    static_cast<int64_t>(spec.num_heads.size())}) {
+// Adds the tensors, the comm's size and the number of groups to the fingerprint.
+void add_tensors(Fingerprint& fp, const plan::ExchangeSpec& tensors, int32_t comm_size, size_t num_groups) {
+  for (int64_t v : {int64_t{tensors.layout}, int64_t{tensors.dtype}, tensors.seq_len, tensors.head_dim,
+                    static_cast<int64_t>(tensors.num_heads.size())}) {
     fp.add(v);
   }
-  for (size_t t = 0; t < spec.num_heads.size(); ++t) {
-    fp.add(spec.num_heads[t]);
-    fp.add(spec.split_heads[t]);
+  for (size_t t = 0; t < tensors.num_heads.size(); ++t) {
+    fp.add(tensors.num_heads[t]);
+    fp.add(tensors.split_heads[t]);
   }
-  fp.add(world_size);
-  fp.add(num_groups);
+  fp.add(comm_size);
+  fp.add(static_cast<int64_t>(num_groups));
 }
 
-// Reads the membership into out.members: checked to be a partition of 0..N-1.
-void read_membership(const basp_batch_v1& b, int32_t world_size, Fingerprint& fp, BatchDescription& out) {
-  std::vector<int32_t> group_of(static_cast<size_t>(world_size), -1);
+// Checks the membership (a partition of the comm's ranks 0..N-1) into out.members, group_of and position_of.
+void check_membership(const BatchRequest& request, int32_t comm_size, Fingerprint& fp, CheckedBatch& out) {
+  const auto num_groups = static_cast<int64_t>(request.groups.size());
+  BASP_CHECK_ARG(num_groups >= 1 && num_groups <= comm_size, "batch->num_groups (", num_groups, ") must be in 1..",
+                 comm_size, " (the comm's ranks)");
+  out.group_of.assign(static_cast<size_t>(comm_size), -1);
+  out.position_of.assign(static_cast<size_t>(comm_size), -1);
   int64_t listed = 0;
-  for (int32_t g = 0; g < b.num_groups; ++g) {
-    const int32_t k = b.group_sizes[g];
-    BASP_CHECK_ARG(k >= 1 && listed + k <= world_size, "batch->group_sizes[", g, "] (", k,
-                   ") must be positive, and the sizes must sum to the comm's ", world_size, " ranks");
-    std::vector<int32_t> members;
+  for (int32_t g = 0; g < num_groups; ++g) {
+    const std::vector<int32_t>& members = request.groups[static_cast<size_t>(g)].members;
+    const auto k = static_cast<int64_t>(members.size());
+    BASP_CHECK_ARG(k >= 1 && listed + k <= comm_size, "batch->group_sizes[", g, "] (", k,
+                   ") must be positive, and the sizes must sum to the comm's ", comm_size, " ranks");
     for (int32_t p = 0; p < k; ++p) {
-      const int32_t r = b.ranks[listed + p];
-      BASP_CHECK_ARG(r >= 0 && r < world_size, "batch->ranks[", listed + p, "] (", r, ") is outside 0..",
-                     world_size - 1);
-      BASP_CHECK_ARG(group_of[static_cast<size_t>(r)] == -1, "batch->ranks lists rank ", r, " in group ",
-                     group_of[static_cast<size_t>(r)], " and in group ", g,
-                     ": the groups must partition the comm's ranks");
-      group_of[static_cast<size_t>(r)] = g;
-      members.push_back(r);
+      const int32_t r = members[static_cast<size_t>(p)];
+      BASP_CHECK_ARG(r >= 0 && r < comm_size, "batch->ranks[", listed + p, "] (", r, ") is outside 0..", comm_size - 1);
+      const auto at = static_cast<size_t>(r);
+      BASP_CHECK_ARG(out.group_of[at] == -1, "batch->ranks lists rank ", r, " in group ", out.group_of[at],
+                     " and in group ", g, ": the groups must partition the comm's ranks");
+      out.group_of[at] = g;
+      out.position_of[at] = p;
       fp.add(r);
     }
     fp.add(-1);
     listed += k;
-    out.members.push_back(std::move(members));
+    out.members.push_back(members);
   }
-  BASP_CHECK_ARG(listed == world_size, "batch->group_sizes sum to ", listed, ", not to the comm's ", world_size,
+  BASP_CHECK_ARG(listed == comm_size, "batch->group_sizes sum to ", listed, ", not to the comm's ", comm_size,
                  " ranks: the groups must partition them");
 }
 
-// Reads group g of a BSHD or SBHD batch: its count of sequences of seq_len tokens, checked against the capacity.
-void read_group_sequences(const basp_batch_v1& b, int32_t g, int64_t seq_len, int64_t capacity, Fingerprint& fp,
-                          BatchDescription& out) {
-  const int32_t n = b.group_docs[g];
-  const int32_t k = b.group_sizes[g];
-  out.counts.push_back(n);
-  out.doc_lengths.emplace_back();
+// Checks group g of a BSHD or SBHD batch: its count of sequences of seq_len tokens, against the capacity.
+void check_group_sequences(const BatchRequest& request, int32_t g, int64_t capacity, Fingerprint& fp,
+                           CheckedBatch& out) {
+  const RequestedGroup& group = request.groups[static_cast<size_t>(g)];
+  const int64_t n = group.sequences;
+  const auto k = static_cast<int32_t>(group.members.size());
+  const int64_t seq_len = request.tensors.seq_len;
+  BASP_CHECK_ARG(n >= 1, "batch->group_docs[", g, "] (", n,
+                 ") must be positive (a BSHD or SBHD group holds sequences)");
   BASP_CHECK_ARG(capacity <= 0 || n * tokens_per_rank(seq_len, k) <= capacity, "batch: group ", g, " (", k, " ranks, ",
                  n, " sequences of ", seq_len, " tokens) puts ", n * tokens_per_rank(seq_len, k),
                  " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
+  out.counts.push_back(n);
   fp.add(n);
 }
 
-// Reads group g of a THD batch, its documents from position docs_listed of batch->docs: their lengths and its
-// stream's tokens, checked against the capacity; `seen` marks the documents already listed.
-void read_group_documents(const basp_batch_v1& b, int32_t g, int64_t docs_listed, int64_t capacity,
-                          std::vector<bool>& seen, Fingerprint& fp, BatchDescription& out) {
-  const int32_t n = b.group_docs[g];
-  const int32_t k = b.group_sizes[g];
-  std::vector<int64_t> lengths;
-  int64_t tokens = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    const int64_t at = docs_listed + i;
-    const int32_t d = b.docs != nullptr ? b.docs[at] : static_cast<int32_t>(at);
-    BASP_CHECK_ARG(d >= 0 && d < b.num_docs, "batch->docs[", at, "] (", d, ") is outside 0..", b.num_docs - 1);
+// Checks group g of a THD batch, its documents from position docs_listed of batch->docs: their lengths and its
+// stream's tokens, against the capacities; `seen` marks the documents already listed.
+void check_group_documents(const BatchRequest& request, int32_t g, int64_t docs_listed, int64_t capacity,
+                           std::vector<bool>& seen, Fingerprint& fp, CheckedBatch& out) {
+  const RequestedGroup& group = request.groups[static_cast<size_t>(g)];
+  const auto k = static_cast<int32_t>(group.members.size());
+  const auto num_docs = static_cast<int64_t>(request.lengths.size());
+  GroupDocuments documents;
+  for (size_t i = 0; i < group.docs.size(); ++i) {
+    const int64_t at = docs_listed + static_cast<int64_t>(i);
+    const int32_t d = group.docs[i];
+    BASP_CHECK_ARG(d >= 0 && d < num_docs, "batch->docs[", at, "] (", d, ") is outside 0..", num_docs - 1);
     BASP_CHECK_ARG(!seen[static_cast<size_t>(d)], "batch->docs lists document ", d,
                    " twice: each document belongs to one group");
     seen[static_cast<size_t>(d)] = true;
-    const int64_t len = b.lengths[d];
+    const int64_t len = request.lengths[static_cast<size_t>(d)];
     BASP_CHECK_ARG(len > 0, "batch->lengths[", d, "] (", len, ") must be positive");
-    lengths.push_back(len);
-    tokens += len;
+    documents.cu_seqlens.push_back(documents.tokens() + len);
     fp.add(d);
-    fp.add(len);
   }
+  const int64_t tokens = documents.tokens();
   BASP_CHECK_ARG(capacity <= 0 || tokens_per_rank(tokens, k) <= capacity, "batch: group ", g, " (", k,
                  " ranks, a stream of ", tokens, " tokens) puts ", tokens_per_rank(tokens, k),
                  " tokens on a rank, more than the comm's batch_capacity (", capacity, ")");
+  BASP_CHECK_ARG(request.token_capacity == 0 || tokens <= request.token_capacity, "desc->token_capacity (",
+                 request.token_capacity, ") is less than group ", g, "'s stream (", tokens,
+                 " tokens): pass 0 to size each group's plan at its stream");
+  documents.fingerprint =
+      documents_fingerprint(documents.cu_seqlens.data(), static_cast<int32_t>(documents.cu_seqlens.size()) - 1);
+  fp.add(static_cast<int64_t>(documents.fingerprint));
   fp.add(-2);
   out.counts.push_back(tokens);
-  out.doc_lengths.push_back(std::move(lengths));
+  out.documents.push_back(std::move(documents));
+}
+
+// The spec of group g's plan, built from the request's tensors: THD sized at the group's stream (one token at
+// least), BSHD/SBHD at the sequences' length.
+plan::ExchangeSpec group_tensors(const BatchRequest& request, const CheckedBatch& batch, int32_t g) {
+  plan::ExchangeSpec spec = request.tensors;
+  if (spec.thd()) spec.seq_len = std::max<int64_t>(batch.counts[static_cast<size_t>(g)], 1);
+  return spec;
 }
 
 }  // namespace
 
-BatchDescription read_batch(const basp_batch_v1& b, const plan::ExchangeSpec& spec, int32_t world_size,
-                            int64_t capacity) {
-  const bool thd = spec.thd();
-  check_batch_fields(b, thd, world_size);
-  BatchDescription out;
+CheckedBatch check_batch(const BatchRequest& request, int32_t comm_size, int64_t capacity) {
+  const bool thd = request.tensors.thd();
+  BASP_CHECK_ARG(thd || request.lengths.empty(),
+                 "batch->docs and batch->lengths must be NULL for a BSHD or SBHD plan (its sequences all have the "
+                 "plan's seq_len)");
+  CheckedBatch out;
   Fingerprint fp;
-  add_spec(fp, spec, world_size, b.num_groups);
-  read_membership(b, world_size, fp, out);
-  // The documents or sequences of each group.
+  add_tensors(fp, request.tensors, comm_size, request.groups.size());
+  check_membership(request, comm_size, fp, out);
   int64_t docs_listed = 0;
-  std::vector<bool> seen(thd ? static_cast<size_t>(b.num_docs) : 0, false);
-  for (int32_t g = 0; g < b.num_groups; ++g) {
-    const int32_t n = b.group_docs[g];
-    BASP_CHECK_ARG(n >= (thd ? 0 : 1) && docs_listed + n <= b.num_docs, "batch->group_docs[", g, "] (", n,
-                   thd ? ") must not be negative" : ") must be positive (a BSHD or SBHD group holds sequences)",
-                   ", and the counts must sum to num_docs (", b.num_docs, ")");
+  std::vector<bool> seen(request.lengths.size(), false);
+  for (int32_t g = 0; g < static_cast<int32_t>(request.groups.size()); ++g) {
     if (thd) {
-      read_group_documents(b, g, docs_listed, capacity, seen, fp, out);
+      check_group_documents(request, g, docs_listed, capacity, seen, fp, out);
+      docs_listed += static_cast<int64_t>(request.groups[static_cast<size_t>(g)].docs.size());
     } else {
-      read_group_sequences(b, g, spec.seq_len, capacity, fp, out);
+      BASP_CHECK_ARG(request.groups[static_cast<size_t>(g)].docs.empty(),
+                     "batch->docs must be NULL for a BSHD or SBHD plan (group ", g, " lists documents)");
+      check_group_sequences(request, g, capacity, fp, out);
     }
-    docs_listed += n;
   }
-  BASP_CHECK_ARG(docs_listed == b.num_docs, "batch->group_docs sum to ", docs_listed, ", not to num_docs (", b.num_docs,
-                 ")");
+  BASP_CHECK_ARG(!thd || docs_listed == static_cast<int64_t>(request.lengths.size()), "batch->group_docs sum to ",
+                 docs_listed, ", not to num_docs (", request.lengths.size(), ")");
   out.fingerprint = fp.value();
   return out;
 }
 
-std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const basp_plan_desc_v1& desc,
-                                      const basp_batch_v1& batch, bool check_capacity) {
+std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const BatchRequest& request) {
   transport::BatchTransport& transport = comm->batch_transport("basp_batch_plan_create");
-  basp_plan_desc_v1 d = desc;
-  const bool thd = d.layout == BASP_LAYOUT_THD;
-  const int64_t requested_capacity = d.token_capacity;
-  if (thd && d.token_capacity == 0) d.token_capacity = 1;  // the batch fixes each group's stream
-  plan::ExchangeSpec spec = plan::validate_spec(d);
-  if (thd) spec.seq_len = 0;  // not part of the fingerprint: the streams are
-  const int32_t world = comm->layout().world_size;
-  BatchDescription description = read_batch(batch, spec, world, check_capacity ? comm->options().batch_capacity : 0);
-  const int32_t g = [&] {
-    for (size_t i = 0; i < description.members.size(); ++i) {
-      for (int32_t r : description.members[i]) {
-        if (r == comm->rank()) return static_cast<int32_t>(i);
-      }
-    }
-    return int32_t{-1};
-  }();
-  BASP_CHECK(g >= 0, BASP_ERROR_INTERNAL, "rank ", comm->rank(), " is in no group of the batch");
-  if (thd) {
-    for (size_t i = 0; i < description.counts.size(); ++i) {
-      BASP_CHECK_ARG(requested_capacity == 0 || description.counts[i] <= requested_capacity, "desc->token_capacity (",
-                     requested_capacity, ") is less than group ", i, "'s stream (", description.counts[i],
-                     " tokens): pass 0 to size each group's plan at its stream");
-    }
-    spec.seq_len = std::max<int64_t>(description.counts[static_cast<size_t>(g)], 1);
-  }
+  const int32_t comm_size = comm->layout().world_size;
+  const CheckedBatch batch =
+      check_batch(request, comm_size, request.check_capacity ? comm->options().batch_capacity : 0);
+  const auto me = static_cast<size_t>(comm->rank());
+  const int32_t g = batch.group_of[me];
+  const std::vector<int32_t>& members = batch.members[static_cast<size_t>(g)];
   transport::GroupInBatch group;
-  const auto& members = description.members[static_cast<size_t>(g)];
-  group.group.index = g;
-  group.group.members = members;
-  group.group.position =
-      static_cast<int32_t>(std::find(members.begin(), members.end(), comm->rank()) - members.begin());
-  group.group.where = "batch group " + std::to_string(g) + " (world ranks " + detail::compress_ranks(members) + ")";
-  group.group.timeout_ms = comm->options().timeout_ms;
-  group.group.world_rank = comm->rank();
-  group.group.world_size = world;
-  group.fingerprint = description.fingerprint;
-  const int64_t local = thd ? 1 : description.counts[static_cast<size_t>(g)];
-  plan::ExchangePlan exchange =
-      plan::make_exchange_plan(spec, static_cast<int32_t>(members.size()), group.group.position, local);
+  group.group = transport::make_group_spec(
+      g, batch.position_of[me], members,
+      "batch group " + std::to_string(g) + " (world ranks " + detail::compress_ranks(members) + ")", comm_size,
+      comm->options().timeout_ms);
+  group.fingerprint = batch.fingerprint;
+  const bool thd = request.tensors.thd();
+  const int64_t count = batch.counts[static_cast<size_t>(g)];
+  plan::ExchangePlan exchange = plan::make_exchange_plan(
+      group_tensors(request, batch, g), static_cast<int32_t>(members.size()), group.group.position, thd ? 1 : count);
   // Counted once the arguments are known good, so that a refused call does not shift this rank's count.
   group.batch_id = comm->next_batch_id();
   auto executor = comm->collective([&] { return transport.make_batch_executor(exchange, group); });
-  std::vector<int64_t> cu{0};
-  for (int64_t len : description.doc_lengths[static_cast<size_t>(g)]) cu.push_back(cu.back() + len);
-  return std::make_shared<Plan>(comm, std::move(exchange), std::move(executor),
-                                thd ? description.counts[static_cast<size_t>(g)] : -1, cu);
+  return std::make_shared<Plan>(comm, std::move(exchange), std::move(executor), thd ? count : -1,
+                                thd ? batch.documents[static_cast<size_t>(g)].fingerprint : 0);
 }
 
-plan::BatchProblem batch_problem(const Comm& comm, const basp_batch_problem_v1& p) {
-  BASP_CHECK_ARG(p.num_docs >= 1, "problem->num_docs (", p.num_docs, ") must be positive");
-  BASP_CHECK(p.lengths != nullptr, BASP_ERROR_NULL_POINTER, "problem->lengths is NULL");
-  BASP_CHECK_ARG(p.dtype != BASP_DTYPE_UNSET && plan::dtype_size(p.dtype) > 0, "problem->dtype (", p.dtype,
-                 ") is not a basp_dtype_t value");
-  BASP_CHECK_ARG(p.capacity >= 0, "problem->capacity (", p.capacity, ") must be 0 (the comm's) or positive");
-  plan::BatchProblem out;
-  out.lengths.assign(p.lengths, p.lengths + p.num_docs);
-  out.query_heads = p.query_heads;
-  out.kv_heads = p.kv_heads;
-  out.head_dim = p.head_dim;
-  out.elem_size = plan::dtype_size(p.dtype);
-  out.capacity = p.capacity > 0 ? p.capacity : comm.options().batch_capacity;
-  out.machine = comm.machine();
-  out.model = comm.cost_model();
-  return out;
+plan::BatchProblem batch_problem(const Comm& comm, plan::BatchProblem problem) {
+  BASP_CHECK_ARG(problem.capacity >= 0, "problem->capacity (", problem.capacity,
+                 ") must be 0 (the comm's) or positive");
+  if (problem.capacity == 0) problem.capacity = comm.options().batch_capacity;
+  problem.machine = comm.machine();
+  problem.model = comm.cost_model();
+  return problem;
 }
 
 }  // namespace basp::runtime

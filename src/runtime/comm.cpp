@@ -140,15 +140,10 @@ void Comm::set_cost_model(const plan::CostModel& model) {
 }
 
 transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, int64_t timeout_ms) {
-  transport::GroupSpec spec;
-  spec.index = layout.group_of[static_cast<size_t>(rank)];
-  spec.position = layout.position_of[static_cast<size_t>(rank)];
-  spec.members = layout.members[static_cast<size_t>(spec.index)];
-  spec.where = plan::describe_group(layout, spec.index);
-  spec.timeout_ms = timeout_ms;
-  spec.world_rank = rank;
-  spec.world_size = layout.world_size;
-  return spec;
+  const int32_t index = layout.group_of[static_cast<size_t>(rank)];
+  return transport::make_group_spec(index, layout.position_of[static_cast<size_t>(rank)],
+                                    layout.members[static_cast<size_t>(index)], plan::describe_group(layout, index),
+                                    layout.world_size, timeout_ms);
 }
 
 }  // namespace basp::runtime

@@ -111,18 +111,18 @@ std::string show(Shown shown, int64_t v) {
   return name ? name : std::to_string(v);
 }
 
-// One clause: "name: rank 0..2 = a, rank 3 = b" over the ranks in `who` (indices into records/labels).
+// One clause: "name: rank 0..2 = a, rank 3 = b" over the ranks in `who` (indices into records/members).
 template <typename ValueOf>
-std::string clause(const char* name, const std::vector<size_t>& who, const std::vector<int32_t>& labels,
+std::string clause(const char* name, const std::vector<size_t>& who, const std::vector<int32_t>& members,
                    ValueOf value_of) {
   std::vector<std::pair<std::string, std::vector<int32_t>>> groups;  // in order of first appearance
   for (size_t i : who) {
     const std::string v = value_of(i);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
     if (it == groups.end()) {
-      groups.push_back({v, {labels[i]}});
+      groups.push_back({v, {members[i]}});
     } else {
-      it->second.push_back(labels[i]);
+      it->second.push_back(members[i]);
     }
   }
   if (groups.size() < 2) return {};
@@ -235,15 +235,15 @@ uint64_t fingerprint(const CallRecord& record) {
   return h.value();
 }
 
-std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels) {
+std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& members) {
   std::vector<size_t> all(records.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::string out;
   // Different calls: nothing else is comparable.
-  append(out, clause("call", all, labels,
+  append(out, clause("call", all, members,
                      [&](size_t i) { return std::string(call_name(static_cast<CallKind>(records[i].kind))); }));
   if (!out.empty()) return out;
-  append(out, clause("argument checks", all, labels, [&](size_t i) {
+  append(out, clause("argument checks", all, members, [&](size_t i) {
            return records[i].local_status == BASP_SUCCESS
                       ? std::string("passed")
                       : std::string("failed with ") + detail::status_name(static_cast<int>(records[i].local_status));
@@ -257,16 +257,16 @@ std::string describe_mismatch(const std::vector<CallRecord>& records, const std:
   for (int64_t f = 0; f < count; ++f) {
     // Fields that do not come from the caller's struct (the comm's, in plan records) compare over every rank.
     const bool from_struct = !(records[0].kind == static_cast<int64_t>(CallKind::kPlanCreate) && f >= 14);
-    append(out, clause(fields[f].name, from_struct ? readable : all, labels,
+    append(out, clause(fields[f].name, from_struct ? readable : all, members,
                        [&](size_t i) { return show(fields[f].shown, records[i].fields[f]); }));
   }
   return out;
 }
 
-void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels, const std::string& where,
-                   const CallRecord& mine) {
+void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& members,
+                   const std::string& where, const CallRecord& mine) {
   const char* call = call_name(static_cast<CallKind>(mine.kind));
-  std::string detail = describe_mismatch(records, labels);
+  std::string detail = describe_mismatch(records, members);
   if (detail.empty()) detail = "the fingerprints differ but the records read the same (please report)";
   bool same_call = true;
   for (const auto& r : records) same_call = same_call && r.kind == mine.kind;
@@ -276,7 +276,7 @@ void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int
                detail);
 }
 
-void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
+void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& members,
                         const std::string& where, const CallRecord& mine, OthersChecks* others) {
   const std::string call = call_name(static_cast<CallKind>(mine.kind));
   const uint64_t fp = fingerprint(mine);
@@ -296,7 +296,7 @@ void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std
                 : mine.local_status != BASP_SUCCESS && others_all(mine.local_status) ? OthersChecks::kFailedAlike
                                                                                      : OthersChecks::kMixed;
     }
-    fail_mismatch(records, labels, where, mine);
+    fail_mismatch(records, members, where, mine);
   }
   if (mine.local_status != BASP_SUCCESS) return;  // every rank failed its own checks alike: none goes on
   allgather(&fp, sizeof(fp), all_fp.data(), "the second round of the consistency check of " + call);
@@ -308,7 +308,7 @@ void agree(transport::Bootstrap& bootstrap, const CallRecord& mine, const std::e
   try {
     agree_by_allgather([&](const void* send, size_t bytes, void* recv,
                            const std::string& step) { bootstrap.allgather(send, bytes, recv, step, deadline); },
-                       bootstrap.size(), bootstrap.labels(), bootstrap.where(), mine, &others);
+                       bootstrap.size(), bootstrap.members(), bootstrap.where(), mine, &others);
   } catch (const detail::Error& e) {
     if (!local_error || e.status() != BASP_ERROR_MISMATCH) throw;
     // This rank's own error explains the mismatch best; say what the other ranks see.

@@ -64,15 +64,15 @@ CallRecord describe_mem_free(bool null_pointer);
 uint64_t fingerprint(const CallRecord& record);
 
 // What differs between the records, one clause per differing field ("field: rank 0..2 = v, rank 3 = w"),
-// joined by "; ". records[i] belongs to the rank called labels[i] in the message (a world or parent rank).
+// joined by "; ". records[i] belongs to the rank called members[i] in the message (a world or parent rank).
 // Empty when the records agree.
-std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels);
+std::string describe_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& members);
 
 // Throws BASP_ERROR_MISMATCH for a group whose ranks' records differ (records[i] from the rank labelled
-// labels[i]; `where` names the group): "the ranks of <where> called <call> with different arguments: <fields>",
+// members[i]; `where` names the group): "the ranks of <where> called <call> with different arguments: <fields>",
 // or "... are not in the same collective call: ..." when the calls themselves differ. What every backend's
 // check throws, so that the messages read the same.
-[[noreturn]] void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& labels,
+[[noreturn]] void fail_mismatch(const std::vector<CallRecord>& records, const std::vector<int32_t>& members,
                                 const std::string& where, const CallRecord& mine);
 
 // One all-gather of bytes over a group: `bytes` from every rank into `recv` (size * bytes, in position order).
@@ -89,7 +89,7 @@ using AllGatherBytes = std::function<void(const void* send, size_t bytes, void* 
 // Returns when every rank described the same call. Pure: the unit tests drive it with an emulated group.
 // On a mismatch, `others` (when given) says how the other ranks' own checks went.
 enum class OthersChecks { kPassed, kFailedAlike, kMixed };
-void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& labels,
+void agree_by_allgather(const AllGatherBytes& allgather, int32_t size, const std::vector<int32_t>& members,
                         const std::string& where, const CallRecord& mine, OthersChecks* others = nullptr);
 
 // The consistency check over `bootstrap`, for a rank whose own argument checks may have failed (`local_error`

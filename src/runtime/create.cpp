@@ -66,7 +66,7 @@ std::vector<topology::RankLocality> gather_locality(transport::Bootstrap& parent
       }
     }
     all[r].reason[sizeof(all[r].reason) - 1] = '\0';
-    detail::fail(static_cast<basp_status_t>(all[r].status), "rank ", parent.labels()[r], " of ", parent.where(),
+    detail::fail(static_cast<basp_status_t>(all[r].status), "rank ", parent.members()[r], " of ", parent.where(),
                  " cannot take part (", detail::status_name(all[r].status), ": ", all[r].reason, ")");
   }
   std::vector<topology::RankLocality> out;

@@ -62,14 +62,17 @@ Plan::Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std:
 }
 
 Plan::Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_ptr<transport::PlanExecutor> executor,
-           int64_t batch_tokens, const std::vector<int64_t>& cu_seqlens)
+           int64_t batch_tokens, uint64_t documents)
     : comm_(std::move(comm)),
       exchange_(std::move(exchange)),
       executor_(std::move(executor)),
       check_pointers_(pointer_checks_enabled()),
       batch_(true),
       batch_tokens_(batch_tokens) {
-  if (exchange_.spec.thd()) set_documents(cu_seqlens.data(), static_cast<int32_t>(cu_seqlens.size()) - 1);
+  if (exchange_.spec.thd()) {
+    documents_tokens_ = batch_tokens;
+    executor_->set_documents(documents);
+  }
   log_plan(this, "basp_batch_plan_create", -1, exchange_, *executor_);
 }
 
@@ -95,7 +98,7 @@ void Plan::confirm_made(const std::exception_ptr& unmade) {
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].status == BASP_SUCCESS) continue;
     std::string reason(all[r].reason, strnlen(all[r].reason, sizeof(all[r].reason)));
-    detail::fail(static_cast<basp_status_t>(all[r].status), "world rank ", group.labels()[r], " of ", group.where(),
+    detail::fail(static_cast<basp_status_t>(all[r].status), "world rank ", group.members()[r], " of ", group.where(),
                  " could not make its part of the plan (", detail::status_name(all[r].status), ": ", reason, ")");
   }
 }
@@ -133,18 +136,20 @@ void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
   }
   BASP_CHECK(cu_seqlens != nullptr, BASP_ERROR_NULL_POINTER, "cu_seqlens is NULL with num_docs (", num_docs, ")");
   BASP_CHECK_ARG(cu_seqlens[0] == 0, "cu_seqlens[0] (", cu_seqlens[0], ") must be 0");
-  detail::Fnv1a fp;  // over the entries: the same on every rank for the same boundaries
-  for (int32_t i = 0; i <= num_docs; ++i) {
-    if (i > 0) {
-      BASP_CHECK_ARG(cu_seqlens[i] >= cu_seqlens[i - 1], "cu_seqlens[", i, "] (", cu_seqlens[i],
-                     ") is less than cu_seqlens[", i - 1, "] (", cu_seqlens[i - 1], ")");
-    }
-    fp.add(cu_seqlens[i]);
+  for (int32_t i = 1; i <= num_docs; ++i) {
+    BASP_CHECK_ARG(cu_seqlens[i] >= cu_seqlens[i - 1], "cu_seqlens[", i, "] (", cu_seqlens[i],
+                   ") is less than cu_seqlens[", i - 1, "] (", cu_seqlens[i - 1], ")");
   }
   BASP_CHECK_ARG(cu_seqlens[num_docs] <= exchange_.spec.seq_len, "cu_seqlens[", num_docs, "] (", cu_seqlens[num_docs],
                  "), the stream's tokens, exceeds the plan's token_capacity (", exchange_.spec.seq_len, ")");
   documents_tokens_ = cu_seqlens[num_docs];
-  executor_->set_documents(fp.value() == 0 ? 1 : fp.value());
+  executor_->set_documents(documents_fingerprint(cu_seqlens, num_docs));
+}
+
+uint64_t documents_fingerprint(const int64_t* cu_seqlens, int32_t num_docs) {
+  detail::Fnv1a fp;  // over the entries: the same on every rank for the same boundaries
+  for (int32_t i = 0; i <= num_docs; ++i) fp.add(cu_seqlens[i]);
+  return fp.value() == 0 ? 1 : fp.value();
 }
 
 void Plan::check_buffers(Direction direction, const plan::CallGeometry& call, const void* const* inputs,

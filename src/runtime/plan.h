@@ -23,9 +23,9 @@ class Plan {
   // be read; the rank still joins the group's consistency check (runtime/consistency.h), then throws.
   Plan(std::shared_ptr<Comm> comm, const basp_plan_desc_v1* desc, const std::exception_ptr& local_error);
   // A batch plan (runtime/batch.h), made locally: its exchange and executor; THD: its group's stream of
-  // `batch_tokens` tokens and the boundaries `cu_seqlens` of its documents.
+  // `batch_tokens` tokens and the documents_fingerprint of its documents' boundaries, checked by the batch.
   Plan(std::shared_ptr<Comm> comm, plan::ExchangePlan exchange, std::unique_ptr<transport::PlanExecutor> executor,
-       int64_t batch_tokens, const std::vector<int64_t>& cu_seqlens);
+       int64_t batch_tokens, uint64_t documents);
   bool batch() const { return batch_; }
 
   const plan::ExchangePlan& exchange() const { return exchange_; }
@@ -62,5 +62,8 @@ class Plan {
   bool batch_ = false;
   int64_t batch_tokens_ = -1;  // a THD batch plan's stream
 };
+
+// The fingerprint of document boundaries cu_seqlens[0..num_docs] an executor matches (never 0: 0 is none).
+uint64_t documents_fingerprint(const int64_t* cu_seqlens, int32_t num_docs);
 
 }  // namespace basp::runtime

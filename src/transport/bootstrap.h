@@ -21,8 +21,8 @@ class Bootstrap {
   virtual ~Bootstrap() = default;
   virtual int32_t rank() const = 0;
   virtual int32_t size() const = 0;
-  // How each rank is called in messages (its world rank), by rank of this bootstrap.
-  virtual const std::vector<int32_t>& labels() const = 0;
+  // The world rank of each rank of this bootstrap (GroupSpec::members): how messages call it.
+  virtual const std::vector<int32_t>& members() const = 0;
   // "the parent communicator (4 ranks)", "group 1 (world ranks 4..7)".
   virtual const std::string& where() const = 0;
   // Every rank's `bytes` bytes from `send` into `recv` (size() * bytes, in rank order). Throws
@@ -41,8 +41,8 @@ std::vector<Record> allgather_records(Bootstrap& bootstrap, const Record& mine, 
   return all;
 }
 
-// labels() of a parent: rank r is world rank r.
-std::vector<int32_t> identity_labels(int32_t size);
+// members() of a parent: rank r is world rank r.
+std::vector<int32_t> identity_members(int32_t size);
 // where() of a parent: "the <kind> (<size> ranks)".
 std::string parent_where(const std::string& kind, int32_t size);
 

@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -22,16 +23,27 @@ basp_status_t GroupTransport::async_error(std::string& message) {
   return BASP_SUCCESS;
 }
 
+GroupSpec make_group_spec(int32_t index, int32_t position, std::vector<int32_t> members, std::string where,
+                          int32_t world_size, int64_t timeout_ms) {
+  BASP_CHECK(position >= 0 && static_cast<size_t>(position) < members.size(), BASP_ERROR_INTERNAL, "position ",
+             position, " is outside ", where);
+  GroupSpec spec;
+  spec.index = index;
+  spec.position = position;
+  spec.world_rank = members[static_cast<size_t>(position)];
+  spec.members = std::move(members);
+  spec.where = std::move(where);
+  spec.timeout_ms = timeout_ms;
+  spec.world_size = world_size;
+  return spec;
+}
+
 GroupSpec world_spec(const GroupSpec& spec) {
-  GroupSpec all;
-  all.index = 0;
-  all.position = spec.world_rank;
-  for (int32_t r = 0; r < spec.world_size; ++r) all.members.push_back(r);
-  all.where = "the comm's world (" + std::to_string(spec.world_size) + " ranks)";
-  all.timeout_ms = spec.timeout_ms;
-  all.world_rank = spec.world_rank;
-  all.world_size = spec.world_size;
-  return all;
+  std::vector<int32_t> all(static_cast<size_t>(spec.world_size));
+  for (int32_t r = 0; r < spec.world_size; ++r) all[static_cast<size_t>(r)] = r;
+  return make_group_spec(0, spec.world_rank, std::move(all),
+                         "the comm's world (" + std::to_string(spec.world_size) + " ranks)", spec.world_size,
+                         spec.timeout_ms);
 }
 
 namespace {

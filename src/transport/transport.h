@@ -41,6 +41,11 @@ struct GroupSpec {
   std::vector<uint64_t> world_nodes;
 };
 
+// The one builder of a GroupSpec: the rank at `position` of group `index`, whose `members` are world ranks by
+// position, in a world of `world_size` ranks; batch_capacity and world_nodes are left for comm creation to set.
+GroupSpec make_group_spec(int32_t index, int32_t position, std::vector<int32_t> members, std::string where,
+                          int32_t world_size, int64_t timeout_ms);
+
 // Batch comms: the whole world of `spec` as one group (position = world rank), for the batch plans' world-level
 // messages and collectives.
 GroupSpec world_spec(const GroupSpec& spec);

@@ -1,4 +1,4 @@
-// libFuzzer target: the perf driver's command line (bench/perf_args.h). The input is split into arguments at
+// libFuzzer target: the perf driver's command line (bench/perf/perf_args.h). The input is split into arguments at
 // NUL bytes. Expected: PerfOptions, or ArgError naming the option, never a crash, and never a size sweep that
 // cannot be held in memory.
 #include <cstdint>

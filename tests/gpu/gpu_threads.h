@@ -1,7 +1,7 @@
 // Helpers of the GPU tests whose ranks are threads of one process, one per GPU (test_gpu_nccl_threads,
 // test_gpu_nccl_batch), or, built with BASP_TEST_PROCESSES=1, MPI processes, any number per GPU
 // (test_gpu_nccl_procs, test_gpu_nccl_batch_procs: one GPU runs several ranks when every process has its own
-// NCCL_HOSTID, which scripts/gpu-rank-env sets): the failures of all ranks, a barrier where the ranks meet, the
+// NCCL_HOSTID, which scripts/gpu/rank-env sets): the failures of all ranks, a barrier where the ranks meet, the
 // ranks' parent NCCL communicator, and one rank's tensors of an exchange check. The same rank_main runs in both.
 #pragma once
 

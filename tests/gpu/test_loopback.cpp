@@ -140,7 +140,7 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
   std::printf("%s: %s\n", name, tally.failures == 0 ? "ok" : "FAILED so far");
 }
 
-// The general path (issue 14) on one GPU: K virtual ranks, each with its geometry seen from its position and its
+// The general path on one GPU: K virtual ranks, each with its geometry seen from its position and its
 // slotted workspace, the executor's launches (pack, unpack, the summing unpack of replicated heads), the grouped
 // send/recv emulated by one device copy per chunk of its own size. The scatter against the coordinate formulas;
 // the gather against the input (nothing replicated) and, with random values whose sums round, bit for bit against

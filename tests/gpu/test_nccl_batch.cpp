@@ -16,7 +16,7 @@
 //      minutes fails and aborts the comm (no hang).
 //      Skipped with fewer than two GPUs (NCCL refuses two ranks of one process on one GPU).
 // Built with BASP_TEST_PROCESSES=1 it is test_gpu_nccl_batch_procs: part 3 alone, one MPI process per rank, any
-// number of ranks per GPU (under `mpirun -np N scripts/gpu-rank-env`: its own NCCL_HOSTID per process).
+// number of ranks per GPU (under `mpirun -np N scripts/gpu/rank-env`: its own NCCL_HOSTID per process).
 #include <nccl.h>
 
 #include <algorithm>

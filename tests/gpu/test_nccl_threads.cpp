@@ -10,7 +10,7 @@
 // Needs at least two GPUs; reports skipped (77) otherwise (NCCL refuses two ranks of one process on one GPU).
 //
 // Built with BASP_TEST_PROCESSES=1 it is test_gpu_nccl_procs: one MPI process per rank, any number of ranks per GPU
-// (under `mpirun -np N scripts/gpu-rank-env`, which gives every process its own NCCL_HOSTID), the same checks, and:
+// (under `mpirun -np N scripts/gpu/rank-env`, which gives every process its own NCCL_HOSTID), the same checks, and:
 //   4. every creation route (basp_comm_create_nccl from the parent, basp_comm_create_mpi, basp_comm_create_oob over
 //      MPI_Iallgather) with G = 1 and, where N is even and >= 4, G = 2, scatter and gather bit-exact;
 //   5. a scatter + gather captured in a CUDA graph and replayed twice on new inputs, bit-exact;

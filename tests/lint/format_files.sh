@@ -1,4 +1,4 @@
-# Sourced by scripts/format.sh and tests/lint/test_format.sh: prints, NUL-separated, the C, C++ and CUDA
+# Sourced by scripts/dev/format.sh and tests/lint/test_format.sh: prints, NUL-separated, the C, C++ and CUDA
 # sources that .clang-format covers (tracked files when the tree is a git checkout; recorded test inputs are not
 # sources and are left alone).
 format_files() {

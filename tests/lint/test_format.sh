@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tree stays formatted: every C, C++ and CUDA source must be unchanged by clang-format-14 with the
-# repository's .clang-format. Fails listing the files that are not (scripts/format.sh fixes them). Another
+# repository's .clang-format. Fails listing the files that are not (scripts/dev/format.sh fixes them). Another
 # clang-format version formats differently, so only version 14 counts; a missing one fails the test.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/../..}"
@@ -20,7 +20,7 @@ if [ "$checked" -eq 0 ]; then
   exit 1
 fi
 if [ ${#bad[@]} -gt 0 ]; then
-  echo "test_format: ${#bad[@]} of $checked files are not formatted (run scripts/format.sh):" >&2
+  echo "test_format: ${#bad[@]} of $checked files are not formatted (run scripts/dev/format.sh):" >&2
   printf '  %s\n' "${bad[@]}" >&2
   exit 1
 fi

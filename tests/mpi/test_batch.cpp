@@ -1,4 +1,4 @@
-// Batch plans under mpirun (issue 16, docs/batch.md), through the C ABI: groups of any size per step over one comm.
+// Batch plans under mpirun (docs/batch.md), through the C ABI: groups of any size per step over one comm.
 // Every step draws a new membership (a random partition of the world into groups of any sizes, ranks permuted) from
 // a seed every rank shares, a layout (BSHD, SBHD, THD), GQA/MQA and uneven head and token counts, makes the batch
 // plan on every rank and checks it bit for bit: the scatter output against the formulas of tests/common (not the

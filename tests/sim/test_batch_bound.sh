@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lower bound of scripts/batch_bench.py bound against the planner and the benchmark's configurations: on the
+# The lower bound of scripts/bench/batch_bench.py bound against the planner and the benchmark's configurations: on the
 # emulated 2 x 4 cluster, basp_batch_layer --plan-only calibrates, plans the long-tail batches of section 12 (seeds
 # 0-3, exactly full and 90 % full) and the uniform batch, and writes every configuration with its predicted time;
 # `bound` then fails if any configuration within capacity (the adaptive plan, fixed K, Ulysses) is predicted faster

@@ -8,7 +8,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 sim="$here/../../scripts/sim-cluster"
-rsh="$here/../../scripts/sim-cluster-rsh"
+rsh="$here/../../scripts/sim/sim-cluster-rsh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0

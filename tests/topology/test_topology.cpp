@@ -157,7 +157,7 @@ TEST_CASE("DGX-1 V100: K=4 gives the two fully connected quads, K=2 only double-
   const Topology t = Topology::load_xml(fixture("dgx1-v100.xml"));
   REQUIRE(t.num_gpus() == 8);
   REQUIRE(t.link_source() == basp::topology::LinkSource::kRecorded);
-  // The hybrid cube mesh of REFERENCE.md: two links (50000 MB/s) or one (25000) or none.
+  // The DGX-1 V100 hybrid cube mesh: two links (50000 MB/s) or one (25000) or none.
   const std::set<std::pair<int, int>> two = {{0, 3}, {0, 4}, {1, 2}, {1, 5}, {2, 3}, {4, 7}, {5, 6}, {6, 7}};
   const std::set<std::pair<int, int>> one = {{0, 1}, {0, 2}, {1, 3}, {2, 6}, {3, 7}, {4, 5}, {4, 6}, {5, 7}};
   for (int a = 0; a < 8; ++a) {

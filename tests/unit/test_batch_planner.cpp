@@ -18,7 +18,7 @@
 #include "plan/groups.h"
 #include "plan/placement.h"
 
-using basp::plan::BatchPlan;
+using basp::plan::BatchPartition;
 using basp::plan::BatchProblem;
 using basp::plan::CostModel;
 using basp::plan::PlacementInput;
@@ -83,20 +83,20 @@ BatchProblem problem_of(std::vector<int64_t> lengths, PlacementInput machine, in
   return p;
 }
 
-Lists members_of(const BatchPlan& plan) {
+Lists members_of(const BatchPartition& plan) {
   Lists out;
   for (const auto& g : plan.groups) out.push_back(g.members);
   return out;
 }
 
-Lists docs_of(const BatchPlan& plan) {
+Lists docs_of(const BatchPartition& plan) {
   Lists out;
   for (const auto& g : plan.groups) out.push_back(g.docs);
   return out;
 }
 
 // Everything a plan must satisfy, checked from the problem alone.
-void check_plan(const BatchProblem& p, const BatchPlan& plan) {
+void check_plan(const BatchProblem& p, const BatchPartition& plan) {
   const auto n = static_cast<int32_t>(p.machine.ranks.size());
   REQUIRE(plan.group_of.size() == static_cast<size_t>(n));
   REQUIRE(plan.position_of.size() == static_cast<size_t>(n));
@@ -173,7 +173,7 @@ TEST_CASE("equal lengths with B dividing N give BASP's gcd groups", "[batch_plan
       CAPTURE(per_node, n, b);
       const BatchProblem p =
           problem_of(std::vector<int64_t>(static_cast<size_t>(b), s), uniform_machine(n, per_node), b * s / n);
-      const BatchPlan plan = basp::plan::plan_batch(p);
+      const BatchPartition plan = basp::plan::plan_batch(p);
       check_plan(p, plan);
       REQUIRE(members_of(plan) == basp::plan::contiguous_members(n, b));
       for (int32_t g = 0; g < b; ++g) {
@@ -196,7 +196,7 @@ TEST_CASE("documents that fit one rank run alone when communication is dear", "[
       const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
       const int64_t capacity = std::max(longest, 2 * total / n + 1);
       const BatchProblem p = problem_of(lengths, uniform_machine(n, 4), capacity, dear);
-      const BatchPlan plan = basp::plan::plan_batch(p);
+      const BatchPartition plan = basp::plan::plan_batch(p);
       check_plan(p, plan);
       CAPTURE(n, docs);
       for (const auto& g : plan.groups) REQUIRE(g.members.size() == 1);
@@ -207,14 +207,14 @@ TEST_CASE("documents that fit one rank run alone when communication is dear", "[
 TEST_CASE("a document longer than a rank's capacity gets a group that holds it", "[batch_planner]") {
   for (const int32_t per_node : {1, 4, 8}) {
     const BatchProblem p = problem_of({300, 5000, 200, 100, 2100}, uniform_machine(16, per_node), 1000);
-    const BatchPlan plan = basp::plan::plan_batch(p);
+    const BatchPartition plan = basp::plan::plan_batch(p);
     check_plan(p, plan);
     REQUIRE(plan.groups[plan.doc_group[1]].members.size() >= 5);
     REQUIRE(plan.groups[plan.doc_group[4]].members.size() >= 3);
   }
   // One document over every rank.
   const BatchProblem all = problem_of({4000}, uniform_machine(4, 2), 1000);
-  const BatchPlan plan = basp::plan::plan_batch(all);
+  const BatchPartition plan = basp::plan::plan_batch(all);
   check_plan(all, plan);
   REQUIRE(plan.groups.size() == 1);
 }
@@ -340,11 +340,11 @@ TEST_CASE("batch plans on random batches hold every property and beat every unif
         p.kv_heads = 4;
       }
       CAPTURE(n, per_node, gpus, num_docs, capacity, slack);
-      const BatchPlan plan = basp::plan::plan_batch(p);
+      const BatchPartition plan = basp::plan::plan_batch(p);
       check_plan(p, plan);
 
       // Deterministic, whatever the order the node map was filled in.
-      const BatchPlan again = basp::plan::plan_batch(p);
+      const BatchPartition again = basp::plan::plan_batch(p);
       REQUIRE(members_of(again) == members_of(plan));
       REQUIRE(docs_of(again) == docs_of(plan));
       REQUIRE(again.predicted_seconds == plan.predicted_seconds);
@@ -355,7 +355,7 @@ TEST_CASE("batch plans on random batches hold every property and beat every unif
       std::shuffle(entries.begin(), entries.end(), rng);
       shuffled.machine.nodes.reserve(entries.size() * 3);
       for (const auto& e : entries) shuffled.machine.nodes.insert(e);
-      const BatchPlan third = basp::plan::plan_batch(shuffled);
+      const BatchPartition third = basp::plan::plan_batch(shuffled);
       REQUIRE(members_of(third) == members_of(plan));
       REQUIRE(docs_of(third) == docs_of(plan));
 
@@ -448,7 +448,7 @@ TEST_CASE("batch plans of tiny cases are close to the brute-force optimum", "[ba
         const BatchProblem p =
             problem_of(lengths, uniform_machine(n, per_node), capacity, models[rng() % models.size()]);
         CAPTURE(n, per_node, lengths, capacity);
-        const BatchPlan plan = basp::plan::plan_batch(p);
+        const BatchPartition plan = basp::plan::plan_batch(p);
         check_plan(p, plan);
         const double opt = brute_force(p);
         REQUIRE(opt <= plan.predicted_seconds * (1 + 1e-12));
@@ -464,8 +464,8 @@ TEST_CASE("batch plans of tiny cases are close to the brute-force optimum", "[ba
 
 // A packing data loader fills the micro-batch to exactly N * capacity tokens, cutting the last document; a plan
 // other than one group of N must then fill each of its groups exactly (plan::fill_bins). The batches of
-// docs/benchmarks.md section 12 (log-normal lengths, median 1,024, sigma 1.2, clipped to [32, 16,384], 8 x 4,096
-// tokens), on 2 nodes of 4 ranks with a slow network: the planner must find smaller groups than Ulysses's for
+// docs/benchmarks-history.md section 12 (log-normal lengths, median 1,024, sigma 1.2, clipped to [32, 16,384],
+// 8 x 4,096 tokens), on 2 nodes of 4 ranks with a slow network: the planner must find smaller groups than Ulysses's for
 // most of them, each within capacity and predicted faster than Ulysses.
 TEST_CASE("batch plans of batches packed to exactly N * capacity", "[batch_planner]") {
   CostModel model = typical_model();
@@ -487,7 +487,7 @@ TEST_CASE("batch plans of batches packed to exactly N * capacity", "[batch_plann
     }
     const BatchProblem p = problem_of(lengths, machine, capacity, model);
     CAPTURE(seed, lengths.size());
-    const BatchPlan plan = basp::plan::plan_batch(p);
+    const BatchPartition plan = basp::plan::plan_batch(p);
     check_plan(p, plan);
     std::vector<int32_t> all(8), docs(lengths.size());
     std::iota(all.begin(), all.end(), 0);

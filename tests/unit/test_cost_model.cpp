@@ -176,6 +176,17 @@ TEST_CASE("cost model: the defaults", "[cost_model]") {
   CHECK(m.exchange_seconds(1, 16e6, 16e6) == 0.0);
 }
 
+TEST_CASE("cost model: check_cost_model names a bad coefficient", "[cost_model]") {
+  CHECK_NOTHROW(basp::plan::check_cost_model(basp::plan::default_cost_model(), "model->"));
+  CostModel bad = basp::plan::default_cost_model();
+  bad.beta_node = -1.0;
+  REQUIRE_THROWS_WITH(basp::plan::check_cost_model(bad, "model->"),
+                      Catch::Contains("model->beta_node (-1) must be finite and >= 0"));
+  bad = basp::plan::default_cost_model();
+  bad.c1 = std::numeric_limits<double>::infinity();
+  REQUIRE_THROWS_WITH(basp::plan::check_cost_model(bad, "m."), Catch::Contains("m.c1 (inf) must be finite and >= 0"));
+}
+
 TEST_CASE("cost model: the fit recovers exact coefficients from noise-free timings", "[cost_model]") {
   CostModel base = basp::plan::default_cost_model();
   base.c2 = 1e-12;

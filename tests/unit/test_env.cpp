@@ -86,8 +86,8 @@ std::string table_problems(const std::string& readme) {
 }
 
 std::string read_readme() {
-  std::string here = __FILE__;  // <repo>/tests/unit/test_env.cpp
-  const std::string path = here.substr(0, here.rfind("/tests/unit/")) + "/README.md";
+  // The repository's root from the build (not __FILE__, which a compiler launcher such as ccache may make relative).
+  const std::string path = std::string(BASP_SOURCE_DIR) + "/README.md";
   std::ifstream in(path);
   REQUIRE(in.good());
   std::ostringstream text;

@@ -66,7 +66,7 @@ class MpiBatchTransport final : public BatchTransport {
   static CollectiveScope scope_of(GuardedComm& comm, const GroupSpec& spec) {
     CollectiveScope s;
     s.comm = comm.comm.get();
-    s.labels = spec.members;
+    s.members = spec.members;
     s.where = spec.where;
     s.abandoned = &comm.abandoned;
     return s;
@@ -119,7 +119,7 @@ class MpiGroupTransport final : public GroupTransport {
   static CollectiveScope scope_of(GuardedComm& comm, const GroupSpec& spec) {
     CollectiveScope s;
     s.comm = comm.comm.get();
-    s.labels = spec.members;
+    s.members = spec.members;
     s.where = spec.where;
     s.abandoned = &comm.abandoned;
     return s;

@@ -26,7 +26,7 @@ std::unique_ptr<MpiBootstrap> parent_bootstrap(basp_mpi_fint_t parent) {
   BASP_MPI_CHECK(MPI_Comm_size(comm, &size));
   CollectiveScope scope;
   scope.comm = comm;
-  scope.labels = identity_labels(size);
+  scope.members = identity_members(size);
   scope.where = parent_where("parent communicator", size);
   // An abandoned round stays on the caller's communicator, which libbasp never frees (docs/reliability.md).
   return std::make_unique<MpiBootstrap>(std::move(scope));

@@ -20,8 +20,8 @@ class MpiBootstrap final : public Bootstrap {
   explicit MpiBootstrap(CollectiveScope scope);
 
   int32_t rank() const override { return rank_; }
-  int32_t size() const override { return static_cast<int32_t>(scope_.labels.size()); }
-  const std::vector<int32_t>& labels() const override { return scope_.labels; }
+  int32_t size() const override { return static_cast<int32_t>(scope_.members.size()); }
+  const std::vector<int32_t>& members() const override { return scope_.members; }
   const std::string& where() const override { return scope_.where; }
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                  const detail::Deadline& deadline) override;

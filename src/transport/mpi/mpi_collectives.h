@@ -18,9 +18,9 @@ namespace basp::transport::mpi {
 
 struct CollectiveScope {
   MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<int32_t> labels;  // how each rank of `comm` is called in messages (its world or parent rank)
-  std::string where;            // "group 0 (world ranks 0..3)", "the parent communicator (4 ranks)"
-  bool* abandoned = nullptr;    // set when a collective on `comm` was abandoned
+  std::vector<int32_t> members;  // the world (or parent) rank of each rank of `comm`, as messages call it
+  std::string where;             // "group 0 (world ranks 0..3)", "the parent communicator (4 ranks)"
+  bool* abandoned = nullptr;     // set when a collective on `comm` was abandoned
 };
 
 // MPI_Iallgather of `bytes` per rank into `out` (size * bytes), by the deadline.

@@ -59,7 +59,7 @@ NodeStaging::~NodeStaging() {
 
 void NodeStaging::set_up(const CollectiveScope& world, int32_t me, const std::vector<uint64_t>& nodes,
                          const detail::Deadline& deadline) {
-  const size_t n = world.labels.size();
+  const size_t n = world.members.size();
   me_ = me;
   if (nodes.size() != n) return;  // the same on every rank: no staging, no round
   own_fd_ = memfd_create("basp-batch-staging", MFD_CLOEXEC);

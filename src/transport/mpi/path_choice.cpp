@@ -243,7 +243,7 @@ BatchLocality find_batch_locality(const CollectiveScope& world, int32_t world_ra
   BatchLocality out;
   out.want = static_cast<Want>(wish.least);
   const bool forced_cma = out.want == Want::kCma;
-  const auto n = world.labels.size();
+  const auto n = world.members.size();
   if (out.want == Want::kP2P || nodes.size() != n) return out;  // the same on every rank: no probe round
   // Every rank's process, and whether it can read each rank of its node (a known value through each peer).
   const std::vector<CmaEndpoint> all = exchange_cma_endpoints(world, world_rank, static_cast<int32_t>(n),

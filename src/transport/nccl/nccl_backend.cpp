@@ -206,7 +206,7 @@ class InitConnector final : public Connector {
     parent_.allgather(&mine, sizeof(Offer), all.data(), step, deadline);
     for (size_t r = 0; r < all.size(); ++r) {
       BASP_CHECK(all[r].result == -1 || all[r].result == ncclSuccess, BASP_ERROR_NCCL,
-                 "ncclGetUniqueId failed on world rank ", parent_.labels()[r], " (", step,
+                 "ncclGetUniqueId failed on world rank ", parent_.members()[r], " (", step,
                  "): ", ncclGetErrorString(static_cast<ncclResult_t>(all[r].result)));
     }
     return all;

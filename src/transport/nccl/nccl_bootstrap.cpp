@@ -11,12 +11,12 @@ NcclBootstrap::NcclBootstrap(ncclComm_t parent, int device, int32_t rank, int32_
     : parent_(parent),
       device_(device),
       rank_(rank),
-      labels_(identity_labels(size)),
+      members_(identity_members(size)),
       where_(parent_where("parent NCCL communicator", size)) {}
 
-NcclBootstrap::NcclBootstrap(std::shared_ptr<GroupComm> group, std::vector<int32_t> labels, std::string where,
+NcclBootstrap::NcclBootstrap(std::shared_ptr<GroupComm> group, std::vector<int32_t> members, std::string where,
                              int32_t rank)
-    : group_(std::move(group)), rank_(rank), labels_(std::move(labels)), where_(std::move(where)) {
+    : group_(std::move(group)), rank_(rank), members_(std::move(members)), where_(std::move(where)) {
   device_ = group_->device();
 }
 

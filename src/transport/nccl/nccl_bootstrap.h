@@ -18,12 +18,12 @@ class NcclBootstrap final : public Bootstrap {
  public:
   // A parent NCCL communicator on its CUDA device.
   NcclBootstrap(ncclComm_t parent, int device, int32_t rank, int32_t size);
-  // The group communicator of a comm; `labels` and `where` name the group's ranks.
-  NcclBootstrap(std::shared_ptr<GroupComm> group, std::vector<int32_t> labels, std::string where, int32_t rank);
+  // The group communicator of a comm; `members` and `where` name the group's ranks.
+  NcclBootstrap(std::shared_ptr<GroupComm> group, std::vector<int32_t> members, std::string where, int32_t rank);
 
   int32_t rank() const override { return rank_; }
-  int32_t size() const override { return static_cast<int32_t>(labels_.size()); }
-  const std::vector<int32_t>& labels() const override { return labels_; }
+  int32_t size() const override { return static_cast<int32_t>(members_.size()); }
+  const std::vector<int32_t>& members() const override { return members_; }
   const std::string& where() const override { return where_; }
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                  const detail::Deadline& deadline) override;
@@ -36,7 +36,7 @@ class NcclBootstrap final : public Bootstrap {
   std::shared_ptr<GroupComm> group_;  // set for a group
   int device_ = -1;
   int32_t rank_ = 0;
-  std::vector<int32_t> labels_;
+  std::vector<int32_t> members_;
   std::string where_;
 };
 

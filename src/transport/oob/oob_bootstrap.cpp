@@ -33,7 +33,7 @@ OobBootstrap::OobBootstrap(const basp_oob_v1& oob) : oob_(oob) {
                  ") must be in 1..", kMaxRanks);
   BASP_CHECK_ARG(oob.rank >= 0 && oob.rank < oob.num_ranks, "oob->rank (", oob.rank, ") is outside 0..",
                  oob.num_ranks - 1);
-  labels_ = identity_labels(oob.num_ranks);
+  members_ = identity_members(oob.num_ranks);
   where_ = parent_where("out-of-band group", oob.num_ranks);
 }
 

@@ -21,14 +21,14 @@ class OobBootstrap final : public Bootstrap {
 
   int32_t rank() const override { return oob_.rank; }
   int32_t size() const override { return oob_.num_ranks; }
-  const std::vector<int32_t>& labels() const override { return labels_; }
+  const std::vector<int32_t>& members() const override { return members_; }
   const std::string& where() const override { return where_; }
   void allgather(const void* send, size_t bytes, void* recv, const std::string& step,
                  const detail::Deadline& deadline) override;
 
  private:
   basp_oob_v1 oob_;
-  std::vector<int32_t> labels_;
+  std::vector<int32_t> members_;
   std::string where_;
 };
 

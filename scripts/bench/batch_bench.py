@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 16's benchmark: one attention layer with adaptive batch plans (docs/benchmarks.md section 12).
+"""The batch-plan benchmark: one attention layer with adaptive batch plans (docs/benchmarks.md section 12).
 
     batch_bench.py attn [--out FILE] [--lengths 128,256,512,1024,2048] [--dtype fp32|bf16]
     batch_bench.py run  [--build DIR] [--attn FILE] [--scale X] [--runs 10] [--seeds 0-9] [--json FILE]
@@ -21,7 +21,7 @@ real  runs the configurations of a basp_batch_layer --json file again (a `run` o
       the configuration's batch plan, F.scaled_dot_product_attention per document; the slowest rank's layer time,
       median of --runs after one warm-up whose attention is skipped, and the slowest rank's attention alone.
           batch_bench.py real --configs FILE [--python PY] [--runs 3] [--batches seed0,seed1] [--json OUT]
-      (PY: a python with torch and mpi4py; default: the venv of scripts/python-env.sh)
+      (PY: a python with torch and mpi4py; default: the venv of scripts/python/env.sh)
 bound prints, for each batch of basp_batch_layer --json file(s) (this version: with lengths), a lower bound of
       the predicted step time of ANY plan under the file's model (the group holding the longest document, over
       every size and split across the nodes it could have; and the attention of the whole batch over N ranks),
@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def attn(args):
@@ -124,7 +124,7 @@ def sim_cluster(timeout, options, prog):
 
 def real(args):
     if not args.python:
-        env_sh = os.path.join(ROOT, "scripts", "python-env.sh")
+        env_sh = os.path.join(ROOT, "scripts", "python", "env.sh")
         args.python = subprocess.check_output(["bash", env_sh], text=True).strip().splitlines()[-1]
     options = ["-x", "PYTHONPATH=" + os.path.join(ROOT, "python"),
                "-x", "BASP_LIBRARY=" + os.path.join(args.build, "src", "libbasp.so"), "-x", "OMP_NUM_THREADS=1"]
@@ -428,7 +428,7 @@ def main():
         pq.add_argument("--batches", default="")
         pq.add_argument("--json", default="")
         pq.add_argument("--build", default=os.path.join(ROOT, "build"))
-        pq.add_argument("--python", default="", help="python with torch and mpi4py (default: scripts/python-env.sh)")
+        pq.add_argument("--python", default="", help="python with torch and mpi4py (default: scripts/python/env.sh)")
     pb = sub.add_parser("bound")
     pb.add_argument("files", nargs="+")
     pt = sub.add_parser("table")

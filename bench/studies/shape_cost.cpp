@@ -30,6 +30,7 @@
 #include "perf_memory.h"
 #include "perf_mpi.h"
 #include "perf_shape.h"
+#include "study_mpi.h"
 
 namespace basp::bench {
 namespace {
@@ -71,7 +72,6 @@ struct CostOptions {
   int64_t head_dim = 128;
   std::vector<std::string> cases;  // empty: all
   std::string json_path;
-  bool help = false;
 };
 
 constexpr const char* kUsage =
@@ -86,55 +86,37 @@ constexpr const char* kUsage =
     "                    default all\n"
     "  -J <file>         also write the results as JSON\n";
 
-CostOptions parse(int argc, char** argv) {
-  CostOptions o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      continue;
-    }
-    if (a + 1 >= argc) throw ArgError(arg + ": missing value (or unknown option; see --help)");
-    const std::string v = argv[++a];
-    if (arg == "-b") {
-      o.bytes = parse_size(v, "-b");
-    } else if (arg == "-n") {
-      o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
-    } else if (arg == "-w") {
-      o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000));
-    } else if (arg == "-d") {
-      o.dtype = parse_dtype(v);
-      if (!summable(o.dtype))
-        throw ArgError("-d ('" + v + "'): the gathers sum replicated heads: fp16, bf16, fp32 or fp64");
-    } else if (arg == "--head-dim") {
-      o.head_dim = parse_int(v, "--head-dim", 1, 1 << 20);
-    } else if (arg == "-c") {
-      o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
-    } else if (arg == "--cases") {
-      size_t start = 0;
-      while (true) {
-        const size_t comma = v.find(',', start);
-        const std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        bool known = false;
-        for (const CaseSpec& c : all_cases()) known = known || name == c.name;
-        if (!known) throw ArgError("--cases ('" + v + "'): unknown case '" + name + "' (see --help)");
-        o.cases.push_back(name);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (arg == "-J") {
-      o.json_path = v;
-    } else {
-      throw ArgError("unknown option '" + arg + "'");
-    }
-  }
-  return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+// The command line into `o`.
+StudyOptions cost_options(CostOptions& o) {
+  StudyOptions options(kUsage);
+  options.value("-b", [&](const std::string& v) { o.bytes = parse_size(v, "-b"); })
+      .value("-n", [&](const std::string& v) { o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000)); })
+      .value("-w", [&](const std::string& v) { o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000)); })
+      .value("-d",
+             [&](const std::string& v) {
+               o.dtype = parse_dtype(v);
+               if (!summable(o.dtype))
+                 throw ArgError("-d ('" + v + "'): the gathers sum replicated heads: fp16, bf16, fp32 or fp64");
+             })
+      .value("--head-dim", [&](const std::string& v) { o.head_dim = parse_int(v, "--head-dim", 1, 1 << 20); })
+      .value("-c", [&](const std::string& v) { o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1)); })
+      .value("--cases",
+             [&](const std::string& v) {
+               size_t start = 0;
+               while (true) {
+                 const size_t comma = v.find(',', start);
+                 const std::string name =
+                     v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+                 bool known = false;
+                 for (const CaseSpec& c : all_cases()) known = known || name == c.name;
+                 if (!known) throw ArgError("--cases ('" + v + "'): unknown case '" + name + "' (see --help)");
+                 o.cases.push_back(name);
+                 if (comma == std::string::npos) break;
+                 start = comma + 1;
+               }
+             })
+      .value("-J", [&](const std::string& v) { o.json_path = v; });
+  return options;
 }
 
 // The operations of a case: the library's two, the bare all-to-alls with the same counts, ALST's two.
@@ -600,18 +582,6 @@ class ShapeCost {
     }
   }
 
-  static const char* path_name(int32_t path) {
-    switch (path) {
-      case BASP_PATH_LOCAL: return "local";
-      case BASP_PATH_P2P: return "p2p";
-      case BASP_PATH_CMA: return "cma";
-      case BASP_PATH_SHARED: return "shared";
-      case BASP_PATH_NCCL: return "nccl";
-      case BASP_PATH_STAGED: return "staged";
-      default: return "-";
-    }
-  }
-
   void write_json(int64_t total_wrong) const {
     if (rank_ != 0 || o_.json_path.empty()) return;
     std::ofstream out(o_.json_path);
@@ -660,21 +630,8 @@ class ShapeCost {
 }  // namespace basp::bench
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int code = 0;
-  try {
-    const basp::bench::CostOptions o = basp::bench::parse(argc, argv);
-    if (o.help) {
-      if (rank == 0) std::fputs(basp::bench::kUsage, stdout);
-    } else {
-      code = basp::bench::ShapeCost(o, MPI_COMM_WORLD).run();
-    }
-  } catch (const basp::bench::ArgError& e) {
-    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", basp::bench::kProgram, e.what());
-    code = 2;
-  }
-  MPI_Finalize();
-  return code;
+  basp::bench::CostOptions o;
+  basp::bench::StudyOptions options = basp::bench::cost_options(o);
+  return basp::bench::mpi_study_main(basp::bench::kProgram, argc, argv, options,
+                                     [&] { return basp::bench::ShapeCost(o, MPI_COMM_WORLD).run(); });
 }

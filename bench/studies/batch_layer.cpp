@@ -1,13 +1,13 @@
-// basp_batch_layer (issue 16, docs/benchmarks.md section 12): one attention layer over a packed micro-batch with
+// basp_batch_layer (docs/benchmarks.md section 12): one attention layer over a packed micro-batch with
 // batch plans: scatter of Q, K, V, each rank's attention, gather of O; slowest rank, median over the runs. Compares
-// the adaptive plan (basp_comm_plan_batch after basp_comm_calibrate, the attention coefficients set in the comm's
+// the adaptive plan (basp_comm_partition_batch after basp_comm_calibrate, the attention coefficients set in the comm's
 // cost model) with BASP's fixed group sizes K in {1, 2, 4, 8} (uniform groups of K placed as the planner places
 // them, documents assigned by basp_comm_assign_documents: greedily, longest first, to the group with the fewest
 // tokens, packed exactly when the greedy overflows K * capacity, as the planner packs its groups) and Ulysses (K = N).
 //
 // The attention is emulated: each rank sleeps (clock_nanosleep to an absolute deadline, so the cores stay free for
 // the exchanges) for (c2 * sum L^2 + c1 * sum L) * its query heads, with c2, c1 per head (seconds; measured once
-// with scripts/batch_bench.py attn) times --scale. --no-wait skips the attention (exchange only).
+// with scripts/bench/batch_bench.py attn) times --scale. --no-wait skips the attention (exchange only).
 //
 // The predicted time of a fixed-K configuration is computed here from the exported model with the formula of
 // src/plan/batch_planner.h (the unit of a rank is its node: no NVLink domain on the CPU); the same function applied
@@ -21,7 +21,7 @@
 // --import-model FILE takes the exchange terms of an exported cost model instead of calibrating (the attention terms
 // still come from --c2, --c1 and --scale).
 // --plan-only calibrates, plans and writes the configurations (their measured_s = predicted_s), and runs nothing:
-// the input of scripts/batch_bench.py real, which runs them with the attention computed.
+// the input of scripts/bench/batch_bench.py real, which runs them with the attention computed.
 //
 // usage: mpirun -np 8 basp_batch_layer --c2 S --c1 S [--scale X] [--runs 10] [--seeds 0-9] [--no-uniform]
 //                                      [--no-wait] [--capacity 4096] [--fill 1.0] [--model FILE] [--json FILE]
@@ -43,8 +43,13 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "study_mpi.h"
 
 namespace {
+
+using basp::bench::parse_double;
+using basp::bench::parse_int;
+using basp::bench::StudyOptions;
 
 int g_rank = 0, g_size = 1;
 constexpr int64_t kHq = 32, kHkv = 8, kD = 128, kElem = 2;
@@ -259,8 +264,7 @@ Measured run_config(basp_comm_t comm, const Config& c, const std::vector<int64_t
   CHECK(basp_plan_destroy(po));
   std::sort(times.begin(), times.end());
   Measured res;
-  const size_t n = times.size();
-  res.median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  res.median = basp::bench::median(times);
   res.min = times.front();
   res.max = times.back();
   int64_t mt = my_tokens;
@@ -313,7 +317,7 @@ void fixed_k(basp_comm_t basp_comm_k, int32_t k, const std::vector<int64_t>& len
 }
 
 // [a, b, ...] and [[...], ...]: the JSON arrays of a run's batches and configurations (read back by
-// scripts/batch_bench.py real, which runs the same configurations with attention computed).
+// scripts/bench/batch_bench.py real, which runs the same configurations with attention computed).
 template <typename T>
 std::string json_list(const std::vector<T>& v) {
   std::string s = "[";
@@ -339,66 +343,74 @@ std::string describe(const Config& c, const std::vector<int64_t>& len) {
   return s;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  double c2h = 0, c1h = 0, scale = 1.0, fill = 1.0;
+struct LayerOptions {
+  double c2h = 0, c1h = 0;  // attention per head (--c2, --c1), seconds
+  double scale = 1.0, fill = 1.0;
   int runs = 10, seed_lo = 0, seed_hi = 9;
   bool uniform = true, wait = true, longtail = true, equal_memory = false, estimate = false, plan_only = false;
   int64_t capacity = 4096, calib_bytes = 0;
   int calib_repeats = 0;
   std::string model_file, json_file, import_file;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--c2")
-      c2h = std::atof(next().c_str());
-    else if (a == "--c1")
-      c1h = std::atof(next().c_str());
-    else if (a == "--scale")
-      scale = std::atof(next().c_str());
-    else if (a == "--runs")
-      runs = std::atoi(next().c_str());
-    else if (a == "--seeds") {
-      std::string s = next();
-      const auto dash = s.find('-');
-      seed_lo = std::atoi(s.substr(0, dash).c_str());
-      seed_hi = dash == std::string::npos ? seed_lo : std::atoi(s.substr(dash + 1).c_str());
-    } else if (a == "--no-uniform")
-      uniform = false;
-    else if (a == "--no-longtail")
-      longtail = false;
-    else if (a == "--no-wait")
-      wait = false;
-    else if (a == "--capacity")
-      capacity = std::atoll(next().c_str());
-    else if (a == "--fill")
-      fill = std::atof(next().c_str());
-    else if (a == "--model")
-      model_file = next();
-    else if (a == "--json")
-      json_file = next();
-    else if (a == "--equal-memory")
-      equal_memory = true;
-    else if (a == "--estimate")
-      estimate = true;
-    else if (a == "--import-model")
-      import_file = next();
-    else if (a == "--plan-only")
-      plan_only = estimate = true;
-    else if (a == "--calib-bytes")
-      calib_bytes = std::atoll(next().c_str());
-    else if (a == "--calib-repeats")
-      calib_repeats = std::atoi(next().c_str());
-    else {
-      if (g_rank == 0) std::fprintf(stderr, "basp_batch_layer: unknown argument %s\n", a.c_str());
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
-  const double c2 = c2h * scale, c1 = c1h * scale;  // per head, as emulated
+};
+
+constexpr const char* kUsage =
+    "usage: mpirun -np 8 basp_batch_layer --c2 S --c1 S [options]\n"
+    "  --c2 <s>, --c1 <s>     attention per head: seconds per token^2 and per token\n"
+    "  --scale <x>            attention scale, default 1\n"
+    "  --runs <n>             timed runs of each configuration, default 10\n"
+    "  --seeds <lo[-hi]>      long-tail batches, default 0-9\n"
+    "  --no-uniform           leave out the uniform case\n"
+    "  --no-longtail          leave out the long-tail batches\n"
+    "  --no-wait              no attention (exchange only)\n"
+    "  --capacity <tokens>    per-rank capacity, default 4096\n"
+    "  --fill <x>             long-tail tokens as a fraction of N * capacity, default 1.0\n"
+    "  --model <file>         write the calibrated cost model\n"
+    "  --json <file>          also write the results as JSON\n"
+    "  --equal-memory         adaptive plan at the memory of the fastest fixed K\n"
+    "  --calib-bytes <b>      basp_comm_calibrate's max_bytes (0: its default)\n"
+    "  --calib-repeats <n>    basp_comm_calibrate's repeats (0: its default)\n"
+    "  --estimate             print the emulated attention and predicted times, run nothing\n"
+    "  --plan-only            calibrate, plan and write the configurations, run nothing\n"
+    "  --import-model <file>  the exchange terms of an exported cost model instead of calibrating\n";
+
+// The command line into `o`.
+StudyOptions layer_options(LayerOptions& o) {
+  StudyOptions options(kUsage);
+  options.value("--c2", [&](const std::string& v) { o.c2h = parse_double(v, "--c2"); })
+      .value("--c1", [&](const std::string& v) { o.c1h = parse_double(v, "--c1"); })
+      .value("--scale", [&](const std::string& v) { o.scale = parse_double(v, "--scale"); })
+      .value("--runs", [&](const std::string& v) { o.runs = static_cast<int>(parse_int(v, "--runs", 1, 1 << 20)); })
+      .value("--seeds",
+             [&](const std::string& v) {
+               const auto dash = v.find('-');
+               o.seed_lo = static_cast<int>(parse_int(v.substr(0, dash), "--seeds", 0, INT32_MAX));
+               o.seed_hi = dash == std::string::npos
+                               ? o.seed_lo
+                               : static_cast<int>(parse_int(v.substr(dash + 1), "--seeds", o.seed_lo, INT32_MAX));
+             })
+      .flag("--no-uniform", [&] { o.uniform = false; })
+      .flag("--no-longtail", [&] { o.longtail = false; })
+      .flag("--no-wait", [&] { o.wait = false; })
+      .value("--capacity", [&](const std::string& v) { o.capacity = parse_int(v, "--capacity", 1, int64_t{1} << 40); })
+      .value("--fill", [&](const std::string& v) { o.fill = parse_double(v, "--fill"); })
+      .value("--model", [&](const std::string& v) { o.model_file = v; })
+      .value("--json", [&](const std::string& v) { o.json_file = v; })
+      .flag("--equal-memory", [&] { o.equal_memory = true; })
+      .flag("--estimate", [&] { o.estimate = true; })
+      .value("--import-model", [&](const std::string& v) { o.import_file = v; })
+      .flag("--plan-only", [&] { o.plan_only = o.estimate = true; })
+      .value("--calib-bytes",
+             [&](const std::string& v) { o.calib_bytes = parse_int(v, "--calib-bytes", 0, int64_t{1} << 40); })
+      .value("--calib-repeats", [&](const std::string& v) {
+        o.calib_repeats = static_cast<int>(parse_int(v, "--calib-repeats", 0, 1 << 20));
+      });
+  return options;
+}
+
+int run(const LayerOptions& o) {
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const double c2 = o.c2h * o.scale, c1 = o.c1h * o.scale;  // per head, as emulated
   // Node of every rank: its host name (sim-cluster gives each fake node its own).
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -411,10 +423,10 @@ int main(int argc, char** argv) {
     if (!ids.count(h)) ids[h] = static_cast<int>(ids.size());
     node[static_cast<size_t>(r)] = ids[h];
   }
-  // The batch comm: its capacity leaves room for the fixed-K configurations that overflow 4,096 (reported).
+  // The batch comm: its o.capacity leaves room for the fixed-K configurations that overflow 4,096 (reported).
   basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
   cfg.micro_batch = 0;
-  cfg.batch_capacity = 4 * capacity;
+  cfg.batch_capacity = 4 * o.capacity;
   basp_comm_t comm = nullptr;
   CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm));
   // BASP comms of B = N / K: their groups are the fixed-K memberships.
@@ -426,19 +438,19 @@ int main(int argc, char** argv) {
     CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &fc, &fixed[k]));
   }
   const double tc0 = now();
-  if (!import_file.empty()) {
+  if (!o.import_file.empty()) {
     std::string text;
-    if (FILE* f = std::fopen(import_file.c_str(), "r")) {
+    if (FILE* f = std::fopen(o.import_file.c_str(), "r")) {
       char buf[4096];
       for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
       std::fclose(f);
     } else {
-      std::fprintf(stderr, "basp_batch_layer: --import-model %s: cannot read it\n", import_file.c_str());
+      std::fprintf(stderr, "basp_batch_layer: --import-model %s: cannot read it\n", o.import_file.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     CHECK(basp_comm_import_cost_model(comm, text.c_str()));
-  } else if (!estimate || plan_only) {
-    CHECK(basp_comm_calibrate(comm, calib_bytes, calib_repeats));
+  } else if (!o.estimate || o.plan_only) {
+    CHECK(basp_comm_calibrate(comm, o.calib_bytes, o.calib_repeats));
   }
   const double calib_s = now() - tc0;
   basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
@@ -452,27 +464,28 @@ int main(int argc, char** argv) {
   CHECK(basp_comm_export_cost_model(comm, text.data(), text.size(), &needed));
   FILE* js = nullptr;
   if (g_rank == 0) {
-    std::printf("# basp_batch_layer: N %d, nodes %zu, Hq %lld Hkv %lld D %lld bf16, capacity %lld, runs %d, %s\n",
-                g_size, ids.size(), (long long)kHq, (long long)kHkv, (long long)kD, (long long)capacity, runs,
-                wait ? "attention emulated by sleeping" : "no attention (exchange only)");
-    std::printf("# attention per head: c2 %.4g s/token^2, c1 %.4g s/token (measured) x scale %g\n", c2h, c1h, scale);
-    std::printf("# calibration (max_bytes %lld, repeats %d) %.1f s; model:\n%s", (long long)calib_bytes, calib_repeats,
-                calib_s, text.data());
-    if (equal_memory)
-      std::printf("# equal memory: fixed K uncapped; adaptive planned with capacity = M of the fastest fixed K\n");
-    if (!model_file.empty()) {
-      if (FILE* f = std::fopen(model_file.c_str(), "w")) std::fputs(text.data(), f), std::fclose(f);
+    std::printf("# basp_batch_layer: N %d, nodes %zu, Hq %lld Hkv %lld D %lld bf16, o.capacity %lld, o.runs %d, %s\n",
+                g_size, ids.size(), (long long)kHq, (long long)kHkv, (long long)kD, (long long)o.capacity, o.runs,
+                o.wait ? "attention emulated by sleeping" : "no attention (exchange only)");
+    std::printf("# attention per head: c2 %.4g s/token^2, c1 %.4g s/token (measured) x o.scale %g\n", o.c2h, o.c1h,
+                o.scale);
+    std::printf("# calibration (max_bytes %lld, repeats %d) %.1f s; model:\n%s", (long long)o.calib_bytes,
+                o.calib_repeats, calib_s, text.data());
+    if (o.equal_memory)
+      std::printf("# equal memory: fixed K uncapped; adaptive planned with o.capacity = M of the fastest fixed K\n");
+    if (!o.model_file.empty()) {
+      if (FILE* f = std::fopen(o.model_file.c_str(), "w")) std::fputs(text.data(), f), std::fclose(f);
     }
-    if (!json_file.empty()) {
-      js = std::fopen(json_file.c_str(), "w");
+    if (!o.json_file.empty()) {
+      js = std::fopen(o.json_file.c_str(), "w");
       std::fprintf(js,
                    "{\"model\": {\"a0\": %.6g, \"a1\": %.6g, \"beta_node\": %.6g, \"beta_network\": %.6g, "
                    "\"c2\": %.6g, \"c1\": %.6g}, \"scale\": %g, \"runs\": %d, \"wait\": %d, \"calibrate_s\": %.3f, "
                    "\"calib_bytes\": %lld, \"calib_repeats\": %d, \"equal_memory\": %d, \"plan_only\": %d, "
                    "\"c2_head\": %.6g, \"c1_head\": %.6g, \"capacity\": %lld, \"node_of\": %s, \"model_text\": \"",
-                   m.a0, m.a1, m.beta_node, m.beta_network, m.c2, m.c1, scale, runs, wait ? 1 : 0, calib_s,
-                   (long long)calib_bytes, calib_repeats, equal_memory ? 1 : 0, plan_only ? 1 : 0, c2h, c1h,
-                   (long long)capacity, json_list(node).c_str());
+                   m.a0, m.a1, m.beta_node, m.beta_network, m.c2, m.c1, o.scale, o.runs, o.wait ? 1 : 0, calib_s,
+                   (long long)o.calib_bytes, o.calib_repeats, o.equal_memory ? 1 : 0, o.plan_only ? 1 : 0, o.c2h, o.c1h,
+                   (long long)o.capacity, json_list(node).c_str());
       for (const char* t = text.data(); *t; ++t) std::fputs(*t == '\n' ? "\\n" : std::string(1, *t).c_str(), js);
       std::fprintf(js, "\", \"cases\": [\n");
     }
@@ -484,17 +497,18 @@ int main(int argc, char** argv) {
     std::vector<int64_t> len;
   };
   std::vector<Case> cases;
-  if (longtail) {
-    for (int s = seed_lo; s <= seed_hi; ++s)
-      cases.push_back({"seed" + std::to_string(s),
-                       long_tail(static_cast<uint64_t>(s), static_cast<int64_t>(fill * double(g_size * capacity)))});
+  if (o.longtail) {
+    for (int s = o.seed_lo; s <= o.seed_hi; ++s)
+      cases.push_back(
+          {"seed" + std::to_string(s),
+           long_tail(static_cast<uint64_t>(s), static_cast<int64_t>(o.fill * double(g_size * o.capacity)))});
   }
-  if (uniform) cases.push_back({"uniform", {16384, 16384}});
+  if (o.uniform) cases.push_back({"uniform", {16384, 16384}});
   bool first_case = true;
   double log_ratio_sum = 0, log_ratio_ulysses = 0, total_attention = 0, total_predicted = 0;
   int ratio_n = 0, uniform_pass = -1;
   for (const Case& cs : cases) {
-    // The adaptive plan for a per-rank capacity.
+    // The adaptive plan for a per-rank o.capacity.
     auto plan_adaptive = [&](int64_t cap) {
       basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
       p.num_docs = static_cast<int32_t>(cs.len.size());
@@ -508,7 +522,7 @@ int main(int argc, char** argv) {
           gdocs(static_cast<size_t>(g_size)), docs(cs.len.size());
       basp_batch_t b = BASP_BATCH_INITIALIZER;
       double predicted = 0;
-      CHECK(basp_comm_plan_batch(comm, &p, sizes.data(), ranks.data(), gdocs.data(), docs.data(), &b, &predicted));
+      CHECK(basp_comm_partition_batch(comm, &p, sizes.data(), ranks.data(), gdocs.data(), docs.data(), &b, &predicted));
       Config c;
       c.name = "adaptive";
       c.planner_predicted = predicted;
@@ -523,30 +537,30 @@ int main(int argc, char** argv) {
     };
     std::vector<Config> configs;
     std::vector<bool> within_cap;
-    if (!equal_memory) configs.push_back(plan_adaptive(capacity)), within_cap.push_back(true);
+    if (!o.equal_memory) configs.push_back(plan_adaptive(o.capacity)), within_cap.push_back(true);
     const int64_t longest = *std::max_element(cs.len.begin(), cs.len.end());
     for (auto& [k, fc] : fixed) {
-      if (longest > int64_t(k) * capacity) continue;  // the longest document does not fit a group of K
+      if (longest > int64_t(k) * o.capacity) continue;  // the longest document does not fit a group of K
       Config c;
       bool within = true;
-      fixed_k(fc, k, cs.len, capacity, !equal_memory, c, within);
+      fixed_k(fc, k, cs.len, o.capacity, !o.equal_memory, c, within);
       if (k == g_size) c.name = "Ulysses";
       configs.push_back(c);
-      within_cap.push_back(equal_memory || within);  // equal memory: no cap on a fixed K's groups
+      within_cap.push_back(o.equal_memory || within);  // equal memory: no cap on a fixed K's groups
     }
     std::vector<Measured> meas;
     auto measure = [&](const Config& c) {
-      if (estimate) {
+      if (o.estimate) {
         Measured e;
-        e.median = e.min = e.max = predict(m, node, cs.len, c, wait);
+        e.median = e.min = e.max = predict(m, node, cs.len, c, o.wait);
         e.max_rank_tokens = max_rank_tokens(c, cs.len);
         return e;
       }
-      return run_config(comm, c, cs.len, m, c2, c1, wait, runs);
+      return run_config(comm, c, cs.len, m, c2, c1, o.wait, o.runs);
     };
     for (const Config& c : configs) meas.push_back(measure(c));
-    int64_t m_best = capacity;
-    if (equal_memory) {
+    int64_t m_best = o.capacity;
+    if (o.equal_memory) {
       // The fastest fixed K (measured; every rank has the same medians, reduced with MPI_MAX) and its memory.
       size_t bi = 0;
       for (size_t i = 1; i < meas.size(); ++i)
@@ -556,17 +570,17 @@ int main(int argc, char** argv) {
       within_cap.insert(within_cap.begin(), true);
       meas.insert(meas.begin(), measure(configs[0]));
     }
-    if (estimate && g_rank == 0) {
-      for (const Config& c : configs) total_attention += (runs + 1) * attention_seconds(c, cs.len, c2, c1);
-      total_predicted += (runs + 1) * std::accumulate(meas.begin(), meas.end(), 0.0,
-                                                      [](double a, const Measured& x) { return a + x.median; });
+    if (o.estimate && g_rank == 0) {
+      for (const Config& c : configs) total_attention += (o.runs + 1) * attention_seconds(c, cs.len, c2, c1);
+      total_predicted += (o.runs + 1) * std::accumulate(meas.begin(), meas.end(), 0.0,
+                                                        [](double a, const Measured& x) { return a + x.median; });
     }
     if (g_rank == 0) {
       double best_fixed = 1e300, best_fixed_any = 1e300, ulysses = 0;
       std::string best_name = "-", best_any_name = "-";
       for (size_t i = 0; i < configs.size(); ++i) {
         const Config& c = configs[i];
-        const double pred = predict(m, node, cs.len, c, wait);
+        const double pred = predict(m, node, cs.len, c, o.wait);
         std::printf("%-9s %-9s %8.1f %8.1f %7.2f %6lld %7.0f %6s  %s", cs.name.c_str(), c.name.c_str(),
                     meas[i].median * 1e3, pred * 1e3, pred / meas[i].median, (long long)meas[i].max_rank_tokens,
                     attention_seconds(c, cs.len, c2, c1) * 1e3,
@@ -583,11 +597,11 @@ int main(int argc, char** argv) {
       }
       const double ratio = best_fixed / meas[0].median;
       std::printf(
-          "%-9s best fixed (within capacity) %s: %.2fx of adaptive; best fixed (any) %s: %.2fx; "
+          "%-9s best fixed (within o.capacity) %s: %.2fx of adaptive; best fixed (any) %s: %.2fx; "
           "Ulysses %.2fx%s\n",
           cs.name.c_str(), best_name.c_str(), ratio, best_any_name.c_str(), best_fixed_any / meas[0].median,
           ulysses / meas[0].median,
-          equal_memory ? (" (adaptive capacity M_best = " + std::to_string(m_best) + ")").c_str() : "");
+          o.equal_memory ? (" (adaptive o.capacity M_best = " + std::to_string(m_best) + ")").c_str() : "");
       if (cs.name == "uniform") {
         // BASP's groups: those of the BASP comm of B = 2 (G = 2, K = 4), one sequence each.
         std::vector<std::vector<int32_t>> basp(2, std::vector<int32_t>(static_cast<size_t>(g_size / 2)));
@@ -620,7 +634,7 @@ int main(int argc, char** argv) {
                        "\"within_capacity\": %d, \"attention_s\": %.6f, \"groups\": \"%s\", "
                        "\"members\": %s, \"docs\": %s}",
                        i ? ", " : "", configs[i].name.c_str(), meas[i].median, meas[i].min, meas[i].max,
-                       predict(m, node, cs.len, configs[i], wait), configs[i].planner_predicted,
+                       predict(m, node, cs.len, configs[i], o.wait), configs[i].planner_predicted,
                        (long long)meas[i].max_rank_tokens, i == 0 || within_cap[i] ? 1 : 0,
                        attention_seconds(configs[i], cs.len, c2, c1), describe(configs[i], cs.len).c_str(),
                        json_lists(configs[i].members).c_str(), json_lists(configs[i].docs).c_str());
@@ -632,9 +646,9 @@ int main(int argc, char** argv) {
     first_case = false;
   }
   if (g_rank == 0) {
-    if (estimate)
+    if (o.estimate)
       std::printf(
-          "estimate: emulated attention %.0f s, predicted layer time %.0f s over all runs (warm-ups included)\n",
+          "estimate: emulated attention %.0f s, predicted layer time %.0f s over all o.runs (warm-ups included)\n",
           total_attention, total_predicted);
     if (ratio_n > 0)
       std::printf(
@@ -646,6 +660,13 @@ int main(int argc, char** argv) {
   }
   for (auto& [k, fc] : fixed) basp_comm_destroy(fc);
   basp_comm_destroy(comm);
-  MPI_Finalize();
   return uniform_pass == 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LayerOptions o;
+  StudyOptions options = layer_options(o);
+  return basp::bench::mpi_study_main("basp_batch_layer", argc, argv, options, [&] { return run(o); });
 }

@@ -5,10 +5,10 @@
 # the requirements change (the directory is named by their hash); an install that fails (a download, a build) fails
 # this script, and a half-made venv is never reused. Prints the venv's python on its last line.
 #
-#   scripts/python-env.sh                 create or reuse the venv
-#   scripts/python-env.sh --install BUILD also install the basp wheel from the CMake build tree BUILD (no rebuild)
+#   scripts/python/env.sh                 create or reuse the venv
+#   scripts/python/env.sh --install BUILD also install the basp wheel from the CMake build tree BUILD (no rebuild)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 req=python/requirements/test.txt
 key=$( (cat "$req"; /usr/bin/python3 --version 2>&1) | sha256sum | cut -c1-12)
 venv=${BASP_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/basp/venv-$key}

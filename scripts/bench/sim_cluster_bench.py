@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, "scripts", "sim-cluster")
 LINKS = ["none", "1gbit", "4gbit", "16gbit"]
 BATCHES = [1, 2, 4, 8]

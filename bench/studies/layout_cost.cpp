@@ -26,6 +26,7 @@
 #include "perf_memory.h"
 #include "perf_mpi.h"
 #include "perf_shape.h"
+#include "study_mpi.h"
 
 namespace basp::bench {
 namespace {
@@ -45,7 +46,6 @@ struct CostOptions {
   int32_t check = 1;
   std::string json_path;
   bool shared_memory = false;  // head-sharded tensors in basp_mem_alloc memory
-  bool help = false;
 };
 
 constexpr const char* kUsage =
@@ -63,68 +63,25 @@ constexpr const char* kUsage =
     "  --mem <m>         host (default): the head-sharded tensor in ordinary memory; shared: in basp_mem_alloc\n"
     "                    memory, which the MPI backend moves with plain copies inside a node\n";
 
-CostOptions parse(int argc, char** argv) {
-  CostOptions o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      continue;
-    }
-    if (a + 1 >= argc) throw ArgError(arg + ": missing value (or unknown option; see --help)");
-    const std::string v = argv[++a];
-    if (arg == "-b")
-      o.bytes = parse_size(v, "-b");
-    else if (arg == "-n")
-      o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000));
-    else if (arg == "-w")
-      o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000));
-    else if (arg == "-B")
-      o.micro_batches = parse_int_list(v, "-B", 1, 1000000);
-    else if (arg == "--heads")
-      o.heads = parse_int(v, "--heads", 1, 1000000);
-    else if (arg == "--head-dim")
-      o.head_dim = parse_int(v, "--head-dim", 1, 1000000);
-    else if (arg == "--mem") {
-      const std::string m = v;
-      if (m != "host" && m != "shared") throw ArgError("--mem ('" + m + "'): must be host or shared");
-      o.shared_memory = m == "shared";
-    } else if (arg == "-d")
-      o.dtype = parse_dtype(v);
-    else if (arg == "--layout")
-      o.layout = parse_layout(v);
-    else if (arg == "-c")
-      o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1));
-    else if (arg == "-J")
-      o.json_path = v;
-    else
-      throw ArgError("unknown option '" + arg + "'");
-  }
-  return o;
-}
-
-// The MPI backend's path (p2p, direct or auto), for the record: the library chooses per plan unless forced.
-std::string transport_env() {
-  const char* env = std::getenv("BASP_MPI_TRANSPORT");
-  return env ? env : "auto";
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-const char* path_name(int32_t path) {
-  switch (path) {
-    case BASP_PATH_LOCAL: return "local";
-    case BASP_PATH_P2P: return "p2p";
-    case BASP_PATH_CMA: return "cma";
-    case BASP_PATH_SHARED: return "shared";
-    case BASP_PATH_NCCL: return "nccl";
-    case BASP_PATH_STAGED: return "staged";
-    default: return "-";
-  }
+// The command line into `o`.
+StudyOptions cost_options(CostOptions& o) {
+  StudyOptions options(kUsage);
+  options.value("-b", [&](const std::string& v) { o.bytes = parse_size(v, "-b"); })
+      .value("-n", [&](const std::string& v) { o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000)); })
+      .value("-w", [&](const std::string& v) { o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000)); })
+      .value("-B", [&](const std::string& v) { o.micro_batches = parse_int_list(v, "-B", 1, 1000000); })
+      .value("--heads", [&](const std::string& v) { o.heads = parse_int(v, "--heads", 1, 1000000); })
+      .value("--head-dim", [&](const std::string& v) { o.head_dim = parse_int(v, "--head-dim", 1, 1000000); })
+      .value("--mem",
+             [&](const std::string& v) {
+               if (v != "host" && v != "shared") throw ArgError("--mem ('" + v + "'): must be host or shared");
+               o.shared_memory = v == "shared";
+             })
+      .value("-d", [&](const std::string& v) { o.dtype = parse_dtype(v); })
+      .value("--layout", [&](const std::string& v) { o.layout = parse_layout(v); })
+      .value("-c", [&](const std::string& v) { o.check = static_cast<int32_t>(parse_int(v, "-c", 0, 1)); })
+      .value("-J", [&](const std::string& v) { o.json_path = v; });
+  return options;
 }
 
 struct Result {
@@ -399,21 +356,8 @@ class LayoutCost {
 }  // namespace basp::bench
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int code = 0;
-  try {
-    const basp::bench::CostOptions o = basp::bench::parse(argc, argv);
-    if (o.help) {
-      if (rank == 0) std::fputs(basp::bench::kUsage, stdout);
-    } else {
-      code = basp::bench::LayoutCost(o, MPI_COMM_WORLD).run();
-    }
-  } catch (const basp::bench::ArgError& e) {
-    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", basp::bench::kProgram, e.what());
-    code = 2;
-  }
-  MPI_Finalize();
-  return code;
+  basp::bench::CostOptions o;
+  basp::bench::StudyOptions options = basp::bench::cost_options(o);
+  return basp::bench::mpi_study_main(basp::bench::kProgram, argc, argv, options,
+                                     [&] { return basp::bench::LayoutCost(o, MPI_COMM_WORLD).run(); });
 }

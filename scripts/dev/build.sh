@@ -3,7 +3,7 @@
 # packages. Extra arguments go to the CMake configure step (for example -DBASP_ENABLE_CUDA=OFF).
 # BASP_BUILD_TARGETS (space-separated) builds only those targets (and what they need) instead of everything.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bash scripts/setup-deps.sh
 build=${BASP_BUILD_DIR:-build}
 jobs=${BASP_JOBS:-$(nproc)}
