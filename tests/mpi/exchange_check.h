@@ -80,6 +80,8 @@ inline bool head_output_exact(basp_comm_t comm, const basp_plan_desc_t& d, uint6
 // Scatter then gather; true when both statuses are BASP_SUCCESS and the data is exact.
 inline bool exchange_is_exact(basp_comm_t comm, basp_plan_t plan, const basp_plan_desc_t& d, uint64_t seed) {
   ExchangeBuffers x = make_buffers(comm, d, seed);
+  // No buffers: the comm could not be queried (a comm broken by an earlier failure). Not exact, and nothing to index.
+  if (x.seq.size() != static_cast<size_t>(d.num_tensors)) return false;
   std::vector<const void*> in;
   std::vector<void*> out, back;
   std::vector<const void*> head_in;
