@@ -311,8 +311,9 @@ BASP_API basp_status_t basp_comm_assign_documents(basp_comm_t comm, const int64_
  * A position may get none (X < K). Writes *begin and *end (either may be NULL). Threads: any thread, any time. */
 BASP_API basp_status_t basp_split(int64_t items, int32_t parts, int32_t index, int64_t* begin, int64_t* end);
 
-/* One exchange: up to BASP_MAX_TENSORS tensors of the same layout, dtype, sequence length and head dim, each
- * with its own head count (Q, K, V: {Hq, Hkv, Hkv}; the attention output: {Hq}). All of them move in one
+/* One exchange: up to BASP_MAX_TENSORS tensors of the same layout, dtype and sequence length, each with its own
+ * head count (Q, K, V: {Hq, Hkv, Hkv}; the attention output: {Hq}) and head size (head_dims[t], or head_dim for
+ * all: multi-head latent attention's q and k of 192 and v of 128 are one exchange). All of them move in one
  * exchange.
  *
  * Any shape is accepted (docs/design.md, "Uneven shapes"): the tokens of each sequence are split over the group's
@@ -329,7 +330,7 @@ typedef struct basp_plan_desc_v1 {
   int32_t layout;                      /* basp_layout_t */
   int32_t dtype;                       /* basp_dtype_t */
   int64_t seq_len;                     /* S: full tokens per sequence (> 0); THD: -1 or the token capacity */
-  int64_t head_dim;                    /* D > 0 */
+  int64_t head_dim;                    /* D > 0: the head size of every tensor whose head_dims[t] is 0 */
   int32_t num_tensors;                 /* 1 .. BASP_MAX_TENSORS */
   int32_t reserved0;                   /* must be 0 */
   int64_t num_heads[BASP_MAX_TENSORS]; /* heads of tensor t (> 0); unused entries 0 */
@@ -339,13 +340,17 @@ typedef struct basp_plan_desc_v1 {
                                             num_heads[t]) */
   int64_t token_capacity;                /* THD: the most tokens T of a group's stream in one execute (> 0);
                                             0 for BSHD and SBHD */
+  /* Appended in 0.5: a caller built against the layout above passes its size (184 bytes) and gets 0 for these. */
+  int64_t head_dims[BASP_MAX_TENSORS]; /* head size of tensor t (> 0), 0: head_dim; unused entries 0. head_dim may
+                                          stay unset (-1) only if every tensor sets its own */
 } basp_plan_desc_v1;
 typedef basp_plan_desc_v1 basp_plan_desc_t;
 
 /* clang-format off */
 #define BASP_PLAN_DESC_INITIALIZER                                                                          \
   { sizeof(basp_plan_desc_v1), BASP_PLAN_DESC_MAGIC, BASP_PLAN_DESC_VERSION, BASP_LAYOUT_BSHD,              \
-    BASP_DTYPE_UNSET, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0 }
+    BASP_DTYPE_UNSET, -1, -1, 0, 0, { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, 0,             \
+    { 0, 0, 0, 0, 0, 0, 0, 0 } }
 /* clang-format on */
 
 /* Collective over the rank's group. Allocates the plan's workspace (and, on the MPI backend, its derived
@@ -370,9 +375,9 @@ typedef struct basp_plan_info_v1 {
   int64_t local_tokens;    /* S / K */
   int64_t workspace_bytes; /* host or device memory the plan owns; a batch plan's: what it takes of its comm's
                               workspace pool, which it does not own */
-  /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D] (scatter input, gather output)
-   * and head-sharded [b_loc, S, H_t/K, D] (scatter output, gather input); dims in BSHD order whatever the
-   * layout. */
+  /* Elements of tensor t on this rank: sequence-sharded [b_loc, S/K, H_t, D_t] (scatter input, gather output)
+   * and head-sharded [b_loc, S, H_t/K, D_t] (scatter output, gather input), D_t its head size; dims in BSHD order
+   * whatever the layout. */
   int64_t seq_sharded_elems[BASP_MAX_TENSORS];
   int64_t head_sharded_elems[BASP_MAX_TENSORS];
   int64_t bytes_sent_per_exchange; /* bytes this rank sends to other ranks in one scatter (same for gather) */

@@ -205,6 +205,8 @@ class PlanDesc(_Versioned):
         # Appended in 0.3 (the first layout ends here, at 112 bytes): GQA routing and THD.
         ("query_heads", ctypes.c_int64 * MAX_TENSORS),
         ("token_capacity", ctypes.c_int64),
+        # Appended in 0.5 (the layout above ends at 184 bytes): a head size per tensor, 0 for head_dim.
+        ("head_dims", ctypes.c_int64 * MAX_TENSORS),
     ]
     _magic = PLAN_DESC_MAGIC
     _version = PLAN_DESC_VERSION

@@ -92,7 +92,8 @@ int main(void) {
   FIELD(basp_plan_desc_v1, reserved0, ",");
   FIELD(basp_plan_desc_v1, num_heads, ",");
   FIELD(basp_plan_desc_v1, query_heads, ",");
-  FIELD(basp_plan_desc_v1, token_capacity, "");
+  FIELD(basp_plan_desc_v1, token_capacity, ",");
+  FIELD(basp_plan_desc_v1, head_dims, "");
   STRUCT_END();
 
   STRUCT_BEGIN(basp_plan_info_v1, BASP_PLAN_INFO_INITIALIZER, 0);

@@ -1,5 +1,6 @@
 // The C ABI of batch plans, the batch planner and the cost model (basp.h, "Batch plans"): marshalling only, as in
 // capi.cpp. Every check runs before the first byte of output is written.
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ constexpr basp_plan_desc_v1 kPlanDefaults = BASP_PLAN_DESC_INITIALIZER;
 constexpr basp_batch_v1 kBatchDefaults = BASP_BATCH_INITIALIZER;
 constexpr basp_batch_problem_v1 kProblemDefaults = BASP_BATCH_PROBLEM_INITIALIZER;
 constexpr basp_cost_model_v1 kModelDefaults = BASP_COST_MODEL_INITIALIZER;
+// The descriptor as batch plans first took it (through token_capacity): such callers get head_dims of 0.
+constexpr size_t kBatchPlanDescFirstSize = offsetof(basp_plan_desc_v1, head_dims);
 
 // basp_batch_v1's arrays, read within the bounds their counts give (a group's ranks, its documents); the runtime
 // checks what they say (runtime::check_batch).
@@ -142,7 +145,7 @@ basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* d
     if (plan != nullptr) *plan = nullptr;
     const auto c = basp::capi::comm_ref(comm, "comm");
     const basp_plan_desc_v1 d = basp::capi::read_struct(desc, kPlanDefaults, BASP_PLAN_DESC_MAGIC,
-                                                        BASP_PLAN_DESC_VERSION, "desc", sizeof(basp_plan_desc_v1));
+                                                        BASP_PLAN_DESC_VERSION, "desc", kBatchPlanDescFirstSize);
     const basp_batch_v1 b = basp::capi::read_struct(batch, kBatchDefaults, BASP_BATCH_MAGIC, BASP_BATCH_VERSION,
                                                     "batch", sizeof(basp_batch_v1));
     BASP_CHECK(plan != nullptr, BASP_ERROR_NULL_POINTER, "plan (the output handle) is NULL");

@@ -36,21 +36,34 @@ int64_t check_seq_len(const basp_plan_desc_v1& d) {
   return d.seq_len;
 }
 
-// The descriptor's head_dim and tensors into `spec`.
+// Tensor t's head size: head_dims[t], or head_dim where that is 0.
+int64_t head_dim_of(const basp_plan_desc_v1& d, int32_t t) {
+  const int64_t own = d.head_dims[t];
+  BASP_CHECK_ARG(own >= 0, "head_dims[", t, "] (", own, ") must be positive, or 0 for head_dim");
+  if (own > 0) return own;
+  BASP_CHECK_ARG(d.head_dim > 0, "head_dim (", d.head_dim, ") must be positive: head_dims[", t,
+                 "] is 0, which stands for head_dim");
+  return d.head_dim;
+}
+
+// The descriptor's head sizes and tensors into `spec`.
 void check_tensors(const basp_plan_desc_v1& d, ExchangeSpec& spec) {
-  BASP_CHECK_ARG(d.head_dim > 0, "head_dim (", d.head_dim, ") must be positive");
+  BASP_CHECK_ARG(d.head_dim >= -1, "head_dim (", d.head_dim,
+                 ") must be positive, or -1 or 0 (unset) when every tensor sets head_dims[t]");
   BASP_CHECK_ARG(d.num_tensors >= 1 && d.num_tensors <= BASP_MAX_TENSORS, "num_tensors (", d.num_tensors,
                  ") must be in 1..", BASP_MAX_TENSORS);
   BASP_CHECK_ARG(d.reserved0 == 0, "reserved0 (", d.reserved0, ") must be 0");
-  spec.head_dim = d.head_dim;
   for (int32_t t = 0; t < BASP_MAX_TENSORS; ++t) {
     const int64_t h = d.num_heads[t];
     const int64_t q = d.query_heads[t];
     if (t >= d.num_tensors) {
       BASP_CHECK_ARG(h == 0, "num_heads[", t, "] (", h, ") must be 0: only ", d.num_tensors, " tensors");
       BASP_CHECK_ARG(q == 0, "query_heads[", t, "] (", q, ") must be 0: only ", d.num_tensors, " tensors");
+      BASP_CHECK_ARG(d.head_dims[t] == 0, "head_dims[", t, "] (", d.head_dims[t], ") must be 0: only ", d.num_tensors,
+                     " tensors");
       continue;
     }
+    spec.head_dims.push_back(head_dim_of(d, t));
     BASP_CHECK_ARG(h > 0, "num_heads[", t, "] (", h, ") must be positive");
     BASP_CHECK_ARG(q >= 0, "query_heads[", t, "] (", q, ") must be 0 (query-like) or a query head count");
     BASP_CHECK_ARG(q == 0 || q % h == 0, "num_heads[", t, "] (", h, ") does not divide its query head count (", q, ")");
@@ -151,7 +164,7 @@ ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, in
     g.me = position;
     g.heads = spec.num_heads[t];
     g.split_heads = spec.split_heads[t];
-    g.head_dim = spec.head_dim;
+    g.head_dim = spec.head_dims[t];
     g.elem = spec.elem_size;
     // Every product the index math forms must fit: the largest are the tensors' byte sizes, over every position.
     const int64_t row_bytes = checked_mul(checked_mul(g.heads, g.head_dim, "heads * head_dim"), g.elem, "row bytes");

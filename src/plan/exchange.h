@@ -18,8 +18,8 @@ struct ExchangeSpec {
   int32_t layout = BASP_LAYOUT_BSHD;
   int32_t dtype = BASP_DTYPE_UNSET;
   int64_t elem_size = 0;
-  int64_t seq_len = 0;  // S; THD: the token capacity
-  int64_t head_dim = 0;
+  int64_t seq_len = 0;               // S; THD: the token capacity
+  std::vector<int64_t> head_dims;    // one per tensor: its own or the descriptor's head_dim
   std::vector<int64_t> num_heads;    // one per tensor
   std::vector<int64_t> split_heads;  // one per tensor: the head count whose split it follows (num_heads or Hq)
 

@@ -28,13 +28,14 @@ int64_t tokens_per_rank(int64_t tokens, int32_t k) { return detail::split_count(
 
 // Adds the tensors, the comm's size and the number of groups to the fingerprint.
 void add_tensors(Fingerprint& fp, const plan::ExchangeSpec& tensors, int32_t comm_size, size_t num_groups) {
-  for (int64_t v : {int64_t{tensors.layout}, int64_t{tensors.dtype}, tensors.seq_len, tensors.head_dim,
+  for (int64_t v : {int64_t{tensors.layout}, int64_t{tensors.dtype}, tensors.seq_len,
                     static_cast<int64_t>(tensors.num_heads.size())}) {
     fp.add(v);
   }
   for (size_t t = 0; t < tensors.num_heads.size(); ++t) {
     fp.add(tensors.num_heads[t]);
     fp.add(tensors.split_heads[t]);
+    fp.add(tensors.head_dims[t]);
   }
   fp.add(comm_size);
   fp.add(static_cast<int64_t>(num_groups));

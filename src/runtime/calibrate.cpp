@@ -35,7 +35,7 @@ std::shared_ptr<Plan> membership_plan(const std::shared_ptr<Comm>& comm,
   request.tensors.dtype = BASP_DTYPE_BYTE;
   request.tensors.elem_size = plan::dtype_size(BASP_DTYPE_BYTE);
   request.tensors.seq_len = rows * largest_group(members);  // each rank about `rows` tokens; a rank alone all
-  request.tensors.head_dim = kHeadDim;
+  request.tensors.head_dims = {kHeadDim};
   request.tensors.num_heads = {kHeads};
   request.tensors.split_heads = {kHeads};
   request.check_capacity = false;

@@ -52,8 +52,16 @@ constexpr FieldInfo kPlanFields[] = {
     {"query_heads[6]", Shown::kNumber},
     {"query_heads[7]", Shown::kNumber},
     {"token_capacity", Shown::kNumber},
+    {"head_dims[0]", Shown::kNumber},
+    {"head_dims[1]", Shown::kNumber},
+    {"head_dims[2]", Shown::kNumber},
+    {"head_dims[3]", Shown::kNumber},
+    {"head_dims[4]", Shown::kNumber},
+    {"head_dims[5]", Shown::kNumber},
+    {"head_dims[6]", Shown::kNumber},
+    {"head_dims[7]", Shown::kNumber},
 };
-static_assert(BASP_MAX_TENSORS == 8, "kPlanFields lists num_heads[0..7] and query_heads[0..7]");
+static_assert(BASP_MAX_TENSORS == 8, "kPlanFields lists num_heads, query_heads and head_dims [0..7]");
 static_assert(sizeof(kPlanFields) / sizeof(FieldInfo) <= CallRecord::kMaxFields, "too many plan fields");
 
 constexpr FieldInfo kMemFreeFields[] = {{"ptr", Shown::kNullPointer}};
@@ -205,6 +213,7 @@ CallRecord describe_plan_create(const basp_plan_desc_v1* desc, basp_status_t loc
   for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[6 + t] = desc->num_heads[t];
   for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[18 + t] = desc->query_heads[t];
   r.fields[26] = desc->token_capacity;
+  for (int t = 0; t < BASP_MAX_TENSORS; ++t) r.fields[27 + t] = desc->head_dims[t];
   return r;
 }
 

@@ -36,7 +36,7 @@ const char* call_name(CallKind kind);
 
 // Fixed size and trivially copyable: it travels as bytes.
 struct CallRecord {
-  static constexpr int kMaxFields = 28;
+  static constexpr int kMaxFields = 35;
   int64_t kind = 0;          // CallKind
   int64_t local_status = 0;  // BASP_SUCCESS, or the status this rank's own argument checks failed with
   int64_t readable = 0;      // 1: the fields below hold the rank's arguments; 0: its struct could not be read

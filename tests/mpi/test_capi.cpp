@@ -271,6 +271,84 @@ TEST_CASE("plan desc: the first, smaller layout is served with defaults", "[capi
   CHECK(plan == nullptr);
 }
 
+// basp_plan_desc_t grew again (head_dims): a caller built against the layout through token_capacity passes its size
+// and gets head_dim for every tensor, whatever lies past its struct.
+TEST_CASE("plan desc: the layout before head_dims is served with head_dim for every tensor", "[capi]") {
+  const int n = world_size();
+  World w;
+  const size_t before = offsetof(basp_plan_desc_v1, head_dims);
+  REQUIRE(before == 184);
+  basp_plan_desc_t d;
+  std::memset(&d, 0xab, sizeof(d));  // garbage where the older caller's struct ends
+  const basp_plan_desc_t q = qkv(8 * n, 2 * n, n);
+  std::memcpy(&d, &q, before);
+  d.size = before;
+  basp_plan_t plan = nullptr;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  for (int t = 0; t < 3; ++t) CHECK(info.head_sharded_shape[t][3] == 4);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+}
+
+// Tensors of different head sizes in one plan: each tensor's shapes in the plan info, head_dim unset when every
+// tensor sets its own, and the bad sizes named with nothing created.
+TEST_CASE("plan creation: per-tensor head sizes", "[capi]") {
+  const int n = world_size();
+  World w;
+  basp_plan_desc_t d = qkv(8 * n, 2 * n, 2 * n);  // head_dim 4
+  d.num_tensors = 4;
+  d.num_heads[3] = 1;  // a rotary key of its own, following the query split
+  d.query_heads[3] = 2 * n;
+  d.head_dims[0] = 6;
+  d.head_dims[2] = 3;
+  d.head_dims[3] = 1;
+  basp_plan_t plan = nullptr;
+  REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  REQUIRE(basp_plan_query(plan, &info) == BASP_SUCCESS);
+  const int64_t dims[] = {6, 4, 3, 1};
+  for (int t = 0; t < 4; ++t) {
+    INFO("tensor " << t);
+    CHECK(info.seq_sharded_shape[t][3] == dims[t]);
+    CHECK(info.head_sharded_shape[t][3] == dims[t]);
+  }
+  CHECK(info.seq_sharded_elems[0] == 8 * 2 * n * 6);
+  CHECK(info.seq_sharded_elems[2] == 8 * 2 * n * 3);
+  CHECK(info.head_sharded_elems[3] == 8 * n * 1);
+  CHECK(info.replicated == (n > 1 ? 1 : 0));
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+  basp_plan_desc_t own = d;
+  own.head_dim = -1;
+  own.head_dims[1] = 4;
+  REQUIRE(basp_plan_create(w.comm, &own, &plan) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
+
+  struct Case {
+    const char* message;
+    void (*edit)(basp_plan_desc_t&);
+  };
+  const Case cases[] = {
+      {"head_dims[2] (-3) must be positive", [](basp_plan_desc_t& x) { x.head_dims[2] = -3; }},
+      {"head_dims[6] (8) must be 0: only 4 tensors", [](basp_plan_desc_t& x) { x.head_dims[6] = 8; }},
+      {"head_dim (-1) must be positive: head_dims[1] is 0", [](basp_plan_desc_t& x) { x.head_dim = -1; }},
+      {"overflows",
+       [](basp_plan_desc_t& x) {
+         x.head_dims[2] = int64_t{1} << 40;
+         x.seq_len = int64_t{1} << 40;
+       }},
+  };
+  for (const Case& c : cases) {
+    basp_plan_desc_t bad = d;
+    c.edit(bad);
+    plan = reinterpret_cast<basp_plan_t>(0x1);
+    INFO(c.message);
+    CHECK(basp_plan_create(w.comm, &bad, &plan) == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last(), Catch::Contains(c.message));
+    CHECK(plan == nullptr);
+  }
+}
+
 TEST_CASE("basp_split follows tensor_split", "[capi]") {
   int64_t b = -1, e = -1;
   const int64_t begins[] = {0, 3, 6, 8, 10};  // 10 over 4: 3, 3, 2, 2

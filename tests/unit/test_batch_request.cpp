@@ -72,6 +72,19 @@ TEST_CASE("check_batch's fingerprint follows the documents and the membership", 
   CHECK(check_batch(swapped, 4, 0).fingerprint != base);
 }
 
+TEST_CASE("check_batch's fingerprint follows each tensor's head size", "[batch]") {
+  const uint64_t base = check_batch(bshd_request(), 4, 0).fingerprint;
+  basp_plan_desc_v1 d = desc(BASP_LAYOUT_BSHD);
+  d.head_dims[0] = 2;  // the same size as head_dim: the same plan
+  BatchRequest same = bshd_request();
+  same.tensors = basp::plan::validate_batch_tensors(d);
+  CHECK(check_batch(same, 4, 0).fingerprint == base);
+  d.head_dims[0] = 3;
+  BatchRequest wider = bshd_request();
+  wider.tensors = basp::plan::validate_batch_tensors(d);
+  CHECK(check_batch(wider, 4, 0).fingerprint != base);
+}
+
 TEST_CASE("check_batch names a bad membership", "[batch]") {
   BatchRequest r = bshd_request();
   r.groups[1].members = {2, 2};

@@ -85,6 +85,22 @@ TEST_CASE("fingerprint: every field of a plan descriptor changes it", "[consiste
                                                                        BASP_PLACEMENT_CONTIGUOUS)) != h);
 }
 
+TEST_CASE("fingerprint: every per-tensor head size changes it, and a mismatch names it", "[consistency]") {
+  const auto layout = one_group(4);
+  const basp_plan_desc_v1 base = qkv();
+  const uint64_t h = basp::runtime::fingerprint(plan_record(base, layout));
+  for (int t = 0; t < BASP_MAX_TENSORS; ++t) {
+    basp_plan_desc_v1 v = base;
+    v.head_dims[t] = 96;
+    CHECK(basp::runtime::fingerprint(plan_record(v, layout)) != h);
+  }
+  basp_plan_desc_t d = base;
+  std::vector<CallRecord> records(3, plan_record(d, layout));
+  d.head_dims[2] = 96;
+  records[1] = plan_record(d, layout);
+  CHECK(basp::runtime::describe_mismatch(records, iota(3)) == "head_dims[2]: rank 0, 2 = 0, rank 1 = 96");
+}
+
 TEST_CASE("describe_mismatch: field, values and ranks", "[consistency]") {
   const auto layout = one_group(4);
   basp_plan_desc_v1 d = qkv();

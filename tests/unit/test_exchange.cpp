@@ -220,6 +220,75 @@ TEST_CASE("descriptor errors name the field and the value", "[plan]") {
                       Catch::Contains("overflows"));
 }
 
+// Multi-head latent attention's shape: q and k of one head size, v of another, and the rotary part of the key as one
+// head of its own size following the query split; every geometry, offset and byte count takes its tensor's size.
+TEST_CASE("per-tensor head sizes: each tensor's own, head_dim for the rest", "[plan]") {
+  basp_plan_desc_v1 d = qkv_desc();  // SBHD bf16, S = 64, D = 8, heads 8/4/4
+  d.num_tensors = 4;
+  d.num_heads[1] = 8;
+  d.num_heads[2] = 8;
+  d.num_heads[3] = 1;
+  d.query_heads[3] = 8;
+  d.head_dims[0] = 12;
+  d.head_dims[2] = 5;  // rows of 10 bytes per head: not a multiple of 16
+  d.head_dims[3] = 3;
+  const auto spec = basp::plan::validate_spec(d);
+  CHECK(spec.head_dims == std::vector<int64_t>{12, 8, 5, 3});
+  const auto p = basp::plan::make_exchange_plan(spec, 4, 1, 1);
+  const int64_t dims[] = {12, 8, 5, 3};
+  int64_t sent = 0;
+  for (int32_t t = 0; t < 4; ++t) {
+    const auto& g = p.tensors[static_cast<size_t>(t)];
+    CHECK(g.head_dim == dims[t]);
+    CHECK(g.dim_bytes() == dims[t] * 2);
+    // 16 tokens of this rank; every head the others hold (the rotary head: one copy to each of the 3 others).
+    sent += 16 * dims[t] * 2 * (t == 3 ? 3 : 6);
+  }
+  CHECK(p.bytes_sent == sent);
+  CHECK(p.replicated);
+  // The packed workspace: tensor 2's chunk for peer 3 follows its chunks for peers 0 and 2 (16 tokens x 2 heads).
+  CHECK(p.workspace_offset(1, 2, 3, 64) - p.workspace_offset(1, 2, 0, 64) == 2 * 16 * 2 * 5 * 2);
+  // head_dim may stay unset when every tensor sets its own, and a plan of one head size is as before.
+  d.head_dim = -1;
+  d.head_dims[1] = 8;
+  CHECK(basp::plan::validate_spec(d).head_dims == spec.head_dims);
+  d.head_dim = 0;
+  CHECK(basp::plan::validate_spec(d).head_dims == spec.head_dims);
+  CHECK(basp::plan::validate_spec(qkv_desc()).head_dims == std::vector<int64_t>{8, 8, 8});
+  // A batch plan's tensors the same way.
+  CHECK(basp::plan::validate_batch_tensors(d).head_dims == spec.head_dims);
+}
+
+TEST_CASE("per-tensor head size errors name the field and the value", "[plan]") {
+  auto bad = qkv_desc();
+  bad.head_dims[2] = -3;
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad), Catch::Contains("head_dims[2] (-3) must be positive"));
+  REQUIRE_THROWS_WITH(basp::plan::validate_batch_tensors(bad), Catch::Contains("head_dims[2] (-3)"));
+  bad = qkv_desc();
+  bad.head_dims[5] = 4;  // only 3 tensors
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad), Catch::Contains("head_dims[5] (4) must be 0: only 3 tensors"));
+  bad = qkv_desc();
+  bad.head_dim = -1;  // unset, and tensor 1 has no size of its own: 0 after resolution
+  bad.head_dims[0] = 16;
+  bad.head_dims[2] = 16;
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad),
+                      Catch::Contains("head_dim (-1) must be positive: head_dims[1] is 0, which stands for head_dim"));
+  bad = qkv_desc();
+  bad.head_dim = -1;  // every size 0 with head_dim unset
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad), Catch::Contains("head_dim (-1) must be positive: head_dims[0]"));
+  bad.head_dim = 0;
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad), Catch::Contains("head_dim (0) must be positive: head_dims[0]"));
+  bad = qkv_desc();
+  bad.head_dim = -5;
+  bad.head_dims[0] = bad.head_dims[1] = bad.head_dims[2] = 4;
+  REQUIRE_THROWS_WITH(basp::plan::validate_spec(bad), Catch::Contains("head_dim (-5) must be positive, or -1 or 0"));
+  bad = qkv_desc();
+  bad.head_dims[1] = int64_t{1} << 40;  // one tensor's rows overflow: named, no plan
+  bad.seq_len = int64_t{1} << 40;
+  REQUIRE_THROWS_WITH(basp::plan::make_exchange_plan(basp::plan::validate_spec(bad), 4, 0, 1),
+                      Catch::Contains("overflows"));
+}
+
 TEST_CASE("dtype sizes and names", "[plan]") {
   CHECK(basp::plan::dtype_size(BASP_DTYPE_FP8_E4M3) == 1);
   CHECK(basp::plan::dtype_size(BASP_DTYPE_BF16) == 2);
