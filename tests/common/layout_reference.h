@@ -88,24 +88,37 @@ inline void fill_random(std::vector<std::byte>& v, std::mt19937_64& rng) {
   for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
 }
 
-// One exchange shape: a group of k, b_loc sequences, s_loc tokens per rank, the tensors' head counts.
+// One exchange shape: a group of k, b_loc sequences, s_loc tokens per rank, the tensors' head counts and, where
+// given, their own head sizes (0 or none: head_dim).
 struct Shape {
   int64_t k, b_loc, s_loc, head_dim;
   std::vector<int64_t> heads;
+  std::vector<int64_t> head_dims = {};
 };
 
 // The shapes every layout x element size x direction runs on: odd head dims (1, 3, 72), one token per rank
-// (S/K = 1), K = 1, odd K, GQA head counts, row lengths that are and are not multiples of 16 bytes.
+// (S/K = 1), K = 1, odd K, GQA head counts, row lengths that are and are not multiples of 16 bytes; tensors of
+// different head sizes in one exchange (multi-head latent attention's q and k of one size, v and the rotary key of
+// others).
 inline std::vector<Shape> odd_shapes() {
   return {
-      {1, 2, 5, 72, {4, 2, 2}},   {2, 1, 1, 1, {2}},  {3, 2, 3, 3, {6, 3, 3}}, {4, 3, 1, 72, {8, 4, 4}},
-      {8, 1, 2, 128, {16, 8, 8}}, {4, 2, 7, 64, {4}}, {2, 2, 9, 8, {6, 2, 2}}, {5, 1, 3, 3, {5, 10, 5, 5}},
+      {1, 2, 5, 72, {4, 2, 2}},
+      {2, 1, 1, 1, {2}},
+      {3, 2, 3, 3, {6, 3, 3}},
+      {4, 3, 1, 72, {8, 4, 4}},
+      {8, 1, 2, 128, {16, 8, 8}},
+      {4, 2, 7, 64, {4}},
+      {2, 2, 9, 8, {6, 2, 2}},
+      {5, 1, 3, 3, {5, 10, 5, 5}},
+      {4, 2, 3, 6, {8, 8, 8, 4}, {6, 6, 5, 3}},
+      {2, 1, 2, 1, {2, 2, 2}, {3, 0, 8}},
   };
 }
 
 inline std::vector<Geometry> geometries(const Shape& s, int32_t layout, int64_t elem) {
   std::vector<Geometry> out;
-  for (int64_t h : s.heads) {
+  for (size_t t = 0; t < s.heads.size(); ++t) {
+    const int64_t h = s.heads[t];
     Geometry g;
     g.layout = layout;
     g.b_loc = s.b_loc;
@@ -113,7 +126,7 @@ inline std::vector<Geometry> geometries(const Shape& s, int32_t layout, int64_t 
     g.k = s.k;
     g.heads = h;
     g.split_heads = h;
-    g.head_dim = s.head_dim;
+    g.head_dim = t < s.head_dims.size() && s.head_dims[t] > 0 ? s.head_dims[t] : s.head_dim;
     g.elem = elem;
     out.push_back(g);
   }

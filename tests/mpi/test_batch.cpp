@@ -20,6 +20,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +99,11 @@ struct Step {
   std::vector<int64_t> heads, split;
   std::vector<int32_t> group_docs;  // sequences or documents per group
   std::vector<int64_t> lengths;     // THD: per document, in group order
+  std::vector<int64_t> dims;        // per tensor: its own head size (head_dims[t]), 0: head_dim; empty: none
+  bool head_dim_unset = false;      // head_dim left at -1: every tensor sets its own
+  bool old_desc = false;            // the descriptor at its size before head_dims, garbage past it
+
+  int64_t dim(size_t t) const { return dims.empty() || dims[t] == 0 ? head_dim : dims[t]; }
 };
 
 Step draw(std::mt19937_64& rng, std::vector<int32_t> sizes) {
@@ -137,16 +143,39 @@ Step draw_wide(std::mt19937_64& rng, std::vector<int32_t> sizes) {
   return st;
 }
 
+// Per-tensor head sizes for some steps, from their own generator (the steps drawn before stay as they were): 1 and
+// rows that are not multiples of 16 bytes among them; head_dim sometimes unset when every tensor sets its own.
+Step with_dims(Step st, std::mt19937_64& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  if (pick(0, 1) == 0) {
+    st.old_desc = pick(0, 1) == 0;
+    return st;
+  }
+  const int64_t sizes[] = {0, 1, 3, 6, 9, 24};
+  bool all = true;
+  for (size_t t = 0; t < st.heads.size(); ++t) {
+    st.dims.push_back(sizes[pick(0, 5)]);
+    all = all && st.dims.back() > 0;
+  }
+  st.head_dim_unset = all && pick(0, 1) == 0;
+  return st;
+}
+
 basp_plan_desc_t desc_of(const Step& st) {
   basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
   d.layout = st.layout;
   d.dtype = BASP_DTYPE_FP32;
   d.seq_len = st.layout == BASP_LAYOUT_THD ? -1 : st.seq_len;
-  d.head_dim = st.head_dim;
+  d.head_dim = st.head_dim_unset ? -1 : st.head_dim;
   d.num_tensors = static_cast<int32_t>(st.heads.size());
   for (size_t t = 0; t < st.heads.size(); ++t) {
     d.num_heads[t] = st.heads[t];
     d.query_heads[t] = st.split[t] == st.heads[t] ? 0 : st.split[t];
+    d.head_dims[t] = st.dims.empty() ? 0 : st.dims[t];
+  }
+  if (st.old_desc) {  // a caller built before head_dims: the library must not read them
+    d.size = offsetof(basp_plan_desc_v1, head_dims);
+    for (int64_t& v : d.head_dims) v = -7;
   }
   return d;
 }
@@ -226,7 +255,6 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
          "step %d: token range %lld..%lld, expected %lld..%lld", step, static_cast<long long>(info.token_begin),
          static_cast<long long>(info.token_end), static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
   const auto n = static_cast<int32_t>(st.heads.size());
-  const int64_t D = st.head_dim;
   const int64_t s_l = tok[l + 1] - tok[l];
   std::vector<std::vector<float>> seq(n), head(n), back(n);
   std::vector<std::vector<HeadRange>> ranges(n);
@@ -236,6 +264,7 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
          static_cast<long long>(k), path);
   for (int32_t t = 0; t < n; ++t) {
     const int64_t H = st.heads[t];
+    const int64_t D = st.dim(static_cast<size_t>(t));
     const HeadRange mine = ranges[t][static_cast<size_t>(l)];
     const int64_t hl = mine.end - mine.begin;
     seq[t].resize(static_cast<size_t>(b_loc * s_l * H * D));
@@ -259,6 +288,7 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   EXPECT(rc == BASP_SUCCESS, "step %d: basp_scatter: %s", step, basp_last_error());
   int bad = 0;
   for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
+    const int64_t D = st.dim(static_cast<size_t>(t));
     const HeadRange mine = ranges[t][static_cast<size_t>(l)];
     const int64_t hl = mine.end - mine.begin;
     for (int64_t b = 0; b < b_loc; ++b)
@@ -283,6 +313,7 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   EXPECT(rc == BASP_SUCCESS, "step %d: basp_gather: %s", step, basp_last_error());
   for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
     const int64_t H = st.heads[t];
+    const int64_t D = st.dim(static_cast<size_t>(t));
     for (int64_t h = 0; h < H; ++h) {
       int64_t holders = 0;
       for (const HeadRange& r : ranges[t]) holders += r.holds(h) ? 1 : 0;
@@ -791,14 +822,19 @@ int main(int argc, char** argv) {
       std::printf("test_batch: %d ranks, %d steps, seed %llu\n", g_size, steps, static_cast<unsigned long long>(seed));
     basp_comm_t comm = make_comm(60000);
     std::mt19937_64 rng(seed);
+    std::mt19937_64 dims_rng(seed + 1);  // per-tensor head sizes, drawn apart so that the steps stay as they were
     // Every group size 1..N-1 appears: {k, N-k} for each k, then the named mixes, then random partitions.
     std::vector<std::vector<int32_t>> fixed;
     for (int32_t k = 1; k < g_size; ++k) fixed.push_back({k, g_size - k});
     if (g_size == 8) fixed.push_back({1, 2, 5});
     fixed.push_back({g_size});
     int step = 0;
-    for (const auto& sizes : fixed) run_step(comm, draw(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
-    for (int i = 0; i < steps; ++i, ++step) run_step(comm, draw(rng, {}), seed + static_cast<uint64_t>(step), step);
+    for (const auto& sizes : fixed) {
+      run_step(comm, with_dims(draw(rng, sizes), dims_rng), seed + static_cast<uint64_t>(step), step), ++step;
+    }
+    for (int i = 0; i < steps; ++i, ++step) {
+      run_step(comm, with_dims(draw(rng, {}), dims_rng), seed + static_cast<uint64_t>(step), step);
+    }
     // Long rows: the whole world, a single rank and the rest, random groups.
     std::vector<std::vector<int32_t>> wide = {{g_size}, {}, {}};
     if (g_size > 2) wide.push_back({1, g_size - 1});

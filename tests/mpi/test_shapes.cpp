@@ -78,6 +78,10 @@ struct Shape {
   int64_t head_dim = 1;
   std::vector<int64_t> heads, split;  // per tensor: its heads, the heads whose split it follows
   std::vector<int64_t> calls;         // THD: the token count of each call
+  std::vector<int64_t> dims;          // per tensor: its own head size (head_dims[t]), 0: head_dim; empty: none
+  bool head_dim_unset = false;        // head_dim left at -1: every tensor sets its own
+
+  int64_t dim(size_t t) const { return dims.empty() || dims[t] == 0 ? head_dim : dims[t]; }
 };
 
 // One tensor of one call, seen by the test: tokens split over K, this tensor's per-position heads.
@@ -152,14 +156,30 @@ Shape draw(std::mt19937_64& rng) {
   return sh;
 }
 
+// Per-tensor head sizes for some trials, from their own generator (the shapes drawn before stay as they were): 1
+// and rows that are not multiples of 16 bytes among them; head_dim sometimes unset when every tensor sets its own.
+Shape with_dims(Shape sh, std::mt19937_64& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  if (pick(0, 2) != 0) return sh;
+  const int64_t sizes[] = {0, 1, 3, 5, 12, 40};
+  bool all = true;
+  for (size_t t = 0; t < sh.heads.size(); ++t) {
+    sh.dims.push_back(sizes[pick(0, 5)]);
+    all = all && sh.dims.back() > 0;
+  }
+  sh.head_dim_unset = all && pick(0, 1) == 0;
+  return sh;
+}
+
 void describe(const Shape& sh, char* out, size_t n) {
   std::string heads;
   for (size_t t = 0; t < sh.heads.size(); ++t) {
     heads += (t ? "," : "") + std::to_string(sh.heads[t]) + "/" + std::to_string(sh.split[t]);
+    if (!sh.dims.empty()) heads += "x" + std::to_string(sh.dim(t));
   }
-  std::snprintf(out, n, "G %d B %lld layout %d dtype %d S %lld D %lld heads %s", sh.num_groups,
+  std::snprintf(out, n, "G %d B %lld layout %d dtype %d S %lld D %lld%s heads %s", sh.num_groups,
                 static_cast<long long>(sh.micro_batch), sh.layout, sh.dtype, static_cast<long long>(sh.seq_len),
-                static_cast<long long>(sh.head_dim), heads.c_str());
+                static_cast<long long>(sh.head_dim), sh.head_dim_unset ? " (unset)" : "", heads.c_str());
 }
 
 // Host memory for a head-sharded tensor: a vector, or basp_mem_alloc memory (collective: every rank allocates the
@@ -270,11 +290,12 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
   desc.dtype = sh.dtype;
   desc.seq_len = thd ? -1 : sh.seq_len;
   desc.token_capacity = thd ? sh.seq_len : 0;
-  desc.head_dim = sh.head_dim;
+  desc.head_dim = sh.head_dim_unset ? -1 : sh.head_dim;
   desc.num_tensors = n;
   for (int32_t t = 0; t < n; ++t) {
     desc.num_heads[t] = sh.heads[t];
     desc.query_heads[t] = sh.split[t] == sh.heads[t] ? 0 : sh.split[t];
+    desc.head_dims[t] = sh.dims.empty() ? 0 : sh.dims[static_cast<size_t>(t)];
   }
   basp_plan_t plan = nullptr;
   if (basp_plan_create(comm, &desc, &plan) != BASP_SUCCESS) {
@@ -293,7 +314,7 @@ int run_trial(const Shape& sh, uint64_t seed, bool mismatch_probe) {
     TensorRef r{b_loc,
                 sh.seq_len,
                 sh.heads[t],
-                sh.head_dim,
+                sh.dim(static_cast<size_t>(t)),
                 elem,
                 sh.layout == BASP_LAYOUT_SBHD,
                 split_bounds(sh.seq_len, k),
@@ -523,6 +544,7 @@ int main(int argc, char** argv) {
         g_shared ? ", head-sharded tensors in basp_mem_alloc memory" : "");
   }
   std::mt19937_64 rng(seed);
+  std::mt19937_64 dims_rng(seed + 1);  // per-tensor head sizes, drawn apart so that the shapes stay as they were
   // The models of the issue at K = N first (Ulysses over the world): Qwen2.5-7B's 28/4 heads (at K = 8 ranks 1, 3,
   // 5 hold two KV heads), Qwen2.5-3B's 16/2, MQA, Llama-3.2-3B's 24/8; then random shapes.
   std::vector<Shape> fixed;
@@ -542,11 +564,25 @@ int main(int argc, char** argv) {
     if (layout == BASP_LAYOUT_THD) sh.calls = {sh.seq_len, 2 * g_size - 1};
     fixed.push_back(sh);
   }
+  // Multi-head latent attention's shape in small: q and k of one head size, v of another, and the rotary part of the
+  // key as one head of its own that follows the query split (replicated on every position, summed by the gather).
+  for (const int32_t layout : {BASP_LAYOUT_SBHD, BASP_LAYOUT_THD}) {
+    Shape sh;
+    sh.layout = layout;
+    sh.dtype = BASP_DTYPE_BF16;
+    sh.seq_len = 2 * g_size + 3;
+    sh.head_dim = 6;
+    sh.heads = {2 * g_size, 2 * g_size, 2 * g_size, 1};
+    sh.split = {2 * g_size, 2 * g_size, 2 * g_size, 2 * g_size};
+    sh.dims = {0, 0, 5, 3};  // rows of 12, 10 and 6 bytes per head
+    if (layout == BASP_LAYOUT_THD) sh.calls = {sh.seq_len, g_size + 1};
+    fixed.push_back(sh);
+  }
   int failed_trials = 0;
   bool probed = false;
   for (int trial = 0; trial < trials + static_cast<int>(fixed.size()); ++trial) {
     const bool is_fixed = trial < static_cast<int>(fixed.size());
-    const Shape sh = is_fixed ? fixed[static_cast<size_t>(trial)] : draw(rng);
+    const Shape sh = is_fixed ? fixed[static_cast<size_t>(trial)] : with_dims(draw(rng), dims_rng);
     const bool probe = !probed && sh.layout == BASP_LAYOUT_THD && sh.seq_len >= 2 && g_size / sh.num_groups > 1;
     probed = probed || probe;
     int mine = run_trial(sh, rng(), probe);
