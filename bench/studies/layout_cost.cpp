@@ -141,16 +141,8 @@ class LayoutCost {
         configs_.push_back(std::move(c));
       }
     }
-    int64_t total_wrong = 0;
-    try {
-      if (o_.check) {
-        for (auto& c : configs_) total_wrong += check(*c);
-      }
-      time_all();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
-      MPI_Abort(world_, 3);
-    }
+    const int64_t total_wrong = check_then_time(
+        kProgram, rank_, world_, o_.check, configs_, [&](auto& c) { return check(c); }, [&] { time_all(); });
     print(
         "#    B     mode    G    K          S     size(B)  scatter(ms)  gather(ms)  alltoall(ms)  scatter/a2a  "
         "gather/a2a  #wrong  path\n");

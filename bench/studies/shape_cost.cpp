@@ -235,16 +235,8 @@ class ShapeCost {
       if (!all_succeed(world_, kProgram, [&] { setup(*c); })) return 3;
       cases_.push_back(std::move(c));
     }
-    int64_t total_wrong = 0;
-    try {
-      if (o_.check) {
-        for (auto& c : cases_) total_wrong += check(*c);
-      }
-      time_all();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: rank %d: error: %s\n", kProgram, rank_, e.what());
-      MPI_Abort(world_, 3);
-    }
+    const int64_t total_wrong = check_then_time(
+        kProgram, rank_, world_, o_.check, cases_, [&](auto& c) { return check(c); }, [&] { time_all(); });
     print_table();
     print(o_.check ? "# Out of bounds values : " + std::to_string(total_wrong) + (total_wrong ? " FAILED\n" : " OK\n")
                    : std::string("# Out of bounds values : N/A (not checked: -c 0)\n"));

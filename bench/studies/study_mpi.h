@@ -3,6 +3,10 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+
 #include "study.h"
 
 namespace basp::bench {
@@ -13,5 +17,24 @@ int mpi_study_main(const char* program, int argc, char** argv, StudyOptions& opt
 
 // The largest of every rank's `mine` over `comm`: a step's time is its slowest rank's.
 double slowest(double mine, MPI_Comm comm);
+
+// The run of a study over MPI: checks every item bit-exactly (when `check`: check_one(item) returns its wrong
+// bytes), then times them all. An exception on any rank aborts the job, since its peers would wait for it forever.
+// Returns the wrong bytes counted.
+template <typename Items, typename Check, typename Time>
+int64_t check_then_time(const char* program, int rank, MPI_Comm world, bool check, Items& items, Check&& check_one,
+                        Time&& time_all) {
+  int64_t wrong = 0;
+  try {
+    if (check) {
+      for (auto& item : items) wrong += check_one(*item);
+    }
+    time_all();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: rank %d: error: %s\n", program, rank, e.what());
+    MPI_Abort(world, 3);
+  }
+  return wrong;
+}
 
 }  // namespace basp::bench
