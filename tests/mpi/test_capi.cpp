@@ -245,6 +245,16 @@ TEST_CASE("plan info: older, smaller structs are served, and nothing past their 
   CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 
+// `desc` as a caller built against an older, smaller basp_plan_desc_t passes it: its first `size` bytes, that size,
+// and garbage where its struct ends.
+static basp_plan_desc_t older_caller(const basp_plan_desc_t& desc, size_t size) {
+  basp_plan_desc_t d;
+  std::memset(&d, 0xab, sizeof(d));
+  std::memcpy(&d, &desc, size);
+  d.size = size;
+  return d;
+}
+
 // basp_plan_desc_t grew in 0.3 (query_heads, token_capacity): a caller built against the first layout passes its
 // size and gets a query-like plan; the bytes past its size are never read.
 TEST_CASE("plan desc: the first, smaller layout is served with defaults", "[capi]") {
@@ -252,11 +262,7 @@ TEST_CASE("plan desc: the first, smaller layout is served with defaults", "[capi
   World w;
   const size_t first = offsetof(basp_plan_desc_v1, query_heads);
   REQUIRE(first == 112);
-  basp_plan_desc_t d;
-  std::memset(&d, 0xab, sizeof(d));  // garbage where an old caller's struct ends
-  const basp_plan_desc_t q = qkv(8 * n, 2 * n, n);
-  std::memcpy(&d, &q, first);
-  d.size = first;
+  basp_plan_desc_t d = older_caller(qkv(8 * n, 2 * n, n), first);
   basp_plan_t plan = nullptr;
   REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
   basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
@@ -278,11 +284,7 @@ TEST_CASE("plan desc: the layout before head_dims is served with head_dim for ev
   World w;
   const size_t before = offsetof(basp_plan_desc_v1, head_dims);
   REQUIRE(before == 184);
-  basp_plan_desc_t d;
-  std::memset(&d, 0xab, sizeof(d));  // garbage where the older caller's struct ends
-  const basp_plan_desc_t q = qkv(8 * n, 2 * n, n);
-  std::memcpy(&d, &q, before);
-  d.size = before;
+  const basp_plan_desc_t d = older_caller(qkv(8 * n, 2 * n, n), before);
   basp_plan_t plan = nullptr;
   REQUIRE(basp_plan_create(w.comm, &d, &plan) == BASP_SUCCESS);
   basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
