@@ -34,7 +34,8 @@ ExchangeSpec validate_batch_tensors(const basp_plan_desc_v1& desc);
 
 // A range of the heads an execute moves, in units of the group's head split (per tensor: of its split_heads, the
 // heads its split follows). The whole range, every head, is the only range executes move so far; the control
-// messages carry the range, so that ranks on different ranges of one exchange would be a mismatch.
+// messages carry the range, so that ranks on different ranges of one exchange would be a mismatch. A head chunk
+// (head_chunks.h) is no HeadRange: it takes a range inside each position's heads, not one range of the group's.
 struct HeadRange {
   int64_t first = 0;
   int64_t count = -1;  // -1: through the last head

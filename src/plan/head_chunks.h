@@ -1,0 +1,81 @@
+// Head chunks: an exchange cut into C pieces along the query heads, so that attention on one piece can overlap the
+// exchange of its neighbours (docs/design.md, "Head chunks"). Pure arithmetic on an ExchangePlan, independent of the
+// tensors' memory layout. This is the arithmetic a split-phase execution is to follow; no execute uses it yet.
+//
+// Head chunk c of C is a range of EACH position's split heads (a tensor's query heads, or its own heads for a
+// query-like tensor): position j's split heads [a_j, a_j + n_j) cut into C contiguous ranges by tensor_split's rule
+// (common/split.h),
+//     chunk c of position j = [a_j + split_begin(n_j, C, c), a_j + split_begin(n_j, C, c + 1)).
+// C is at most the split heads of the busiest position, over the plan's tensors (max_head_chunks); a position with
+// fewer split heads than C has empty chunks, the last ones, which still take part: they move nothing.
+//
+// What a chunk moves, per tensor and position j (the position on the head-sharded side):
+//   - a query-like tensor: chunk c's heads of j, in both directions;
+//   - a key/value tensor (ratio r = split_heads / heads; its head h is read by query heads [h*r, (h+1)*r)): a head
+//     j holds moves to j in the scatter with the FIRST chunk of j whose query heads read it, and comes back from j
+//     in the gather with the LAST one (j's own contribution, summed at its destination as a whole gather sums the
+//     contributions of a head's holders).
+// So for every chunk c and position j: every head chunk c of j reads has arrived by the end of scatter chunk c; a
+// head j sends in gather chunk c is read by no later chunk of j (its gradient on j is complete once attention on
+// chunk c is); over the C chunks every (tensor, head, holder) moves exactly once per direction, and the chunks'
+// bytes add up to the whole exchange's. The heads one chunk moves to or from one position are contiguous.
+//
+// Not a HeadRange (exchange.h): a HeadRange is one range of the group's split heads, the same on every position,
+// whereas chunk c is K ranges, one inside each position's split heads; for K > 1 and C > 1 they are not one
+// contiguous range (position 0's later chunks lie between its chunk c and position 1's). Chunk 0 of 1 moves what
+// the whole HeadRange moves.
+//
+// Names: a "chunk" of geometry.h is what sequence position s exchanges with head position h in a whole exchange;
+// within head chunk c, s and h exchange the part of that chunk which carries head chunk c's heads.
+#pragma once
+
+#include <cstdint>
+
+#include "common/direction.h"
+#include "plan/exchange.h"
+
+namespace basp::plan {
+
+// Head chunk `index` of `count`.
+struct HeadChunk {
+  int32_t index = 0;
+  int32_t count = 1;
+  bool operator==(const HeadChunk& o) const { return index == o.index && count == o.count; }
+  bool operator!=(const HeadChunk& o) const { return !(*this == o); }
+};
+
+// Heads [begin, end) of one tensor, in its own numbering (0..num_heads-1; query heads for split_heads()).
+struct HeadSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+  bool operator==(const HeadSpan& o) const { return begin == o.begin && end == o.end; }
+};
+
+// The most head chunks the plan takes: the split heads of its busiest position, the largest over its tensors
+// (ceil(Hq / K) for an attention plan whose tensors follow Hq query heads).
+int32_t max_head_chunks(const ExchangePlan& plan);
+
+// Throws INVALID_ARGUMENT naming the value: a count below 1, a count above max_head_chunks(plan) (naming it), an
+// index outside 0..count-1.
+void check_head_chunk(const ExchangePlan& plan, HeadChunk chunk);
+
+// Tensor t's split heads of position j in `chunk` (query heads for a key/value tensor).
+HeadSpan chunk_split_heads(const ExchangePlan& plan, int32_t t, int32_t j, HeadChunk chunk);
+
+// Tensor t's heads that `chunk` moves to position j in a scatter, or from position j in a gather (each sequence
+// position exchanges these heads of its tokens with j). Empty where the chunk moves none of j's heads.
+HeadSpan chunk_heads(const ExchangePlan& plan, int32_t t, int32_t j, HeadChunk chunk, Direction direction);
+
+// Bytes of tensor t that position `from` sends position `to` in `chunk` of an exchange in `direction` of `tokens`
+// tokens per sequence (THD: of the stream): in a scatter `from` is the sequence side and `to` the head side, in a
+// gather the other way round. from == to counts the rows a position copies to itself.
+int64_t chunk_bytes(const ExchangePlan& plan, int64_t tokens, int32_t t, HeadChunk chunk, Direction direction,
+                    int32_t from, int32_t to);
+
+// The most bytes one position sends one other position in `chunk`, summed over the plan's tensors: the per-peer
+// bytes of traffic.h for this chunk (0 for K = 1).
+int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction);
+
+}  // namespace basp::plan

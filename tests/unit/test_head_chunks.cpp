@@ -1,0 +1,325 @@
+// Head chunks (plan/head_chunks.h) against a reference written here from the definition, head by head: every shape of
+// K in 1..5, Hq in 1..12, Hkv dividing Hq (Hkv < K replicates key/value heads) and C in 1..max; the bytes against
+// the whole exchange's (layout::Geometry, CallGeometry); the errors; a replicated key/value head worked out by
+// hand.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "plan/head_chunks.h"
+
+using basp::Direction;
+using basp::plan::ExchangePlan;
+using basp::plan::HeadChunk;
+using basp::plan::HeadSpan;
+
+namespace {
+
+// tensor_split written out: the sizes, then their prefix sums (not common/split.h).
+std::vector<int64_t> bounds(int64_t items, int64_t parts) {
+  std::vector<int64_t> b{0};
+  for (int64_t j = 0; j < parts; ++j) b.push_back(b.back() + items / parts + (j < items % parts ? 1 : 0));
+  return b;
+}
+
+// Q of Hq heads (head size 6), K and V of Hkv heads serving them (head sizes 6 and 4), BF16, BSHD, S = 7 and
+// b_loc = 2: uneven tokens and two head sizes.
+ExchangePlan qkv_plan(int32_t k, int32_t position, int64_t hq, int64_t hkv) {
+  basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_BF16;
+  d.seq_len = 7;
+  d.num_tensors = 3;
+  d.num_heads[0] = hq;
+  d.num_heads[1] = d.num_heads[2] = hkv;
+  d.query_heads[1] = d.query_heads[2] = hkv == hq ? 0 : hq;
+  d.head_dims[0] = d.head_dims[1] = 6;
+  d.head_dims[2] = 4;
+  return basp::plan::make_exchange_plan(basp::plan::validate_spec(d), k, position, 2);
+}
+
+// The reference of one tensor in one shape, from the definition: which chunks of holder j read head h.
+struct Reference {
+  int64_t k, heads, split, ratio, count;
+  std::vector<int64_t> q;  // position j's split heads [q[j], q[j + 1])
+
+  Reference(int64_t k_, int64_t heads_, int64_t split_, int64_t count_)
+      : k(k_), heads(heads_), split(split_), ratio(split_ / heads_), count(count_), q(bounds(split_, k_)) {}
+
+  // Position j's split heads in chunk c.
+  std::pair<int64_t, int64_t> split_heads(int64_t j, int64_t c) const {
+    const auto cb = bounds(q[j + 1] - q[j], count);
+    return {q[j] + cb[c], q[j] + cb[c + 1]};
+  }
+  // The chunks of position j whose query heads read head h, in increasing order.
+  std::vector<int64_t> readers(int64_t j, int64_t h) const {
+    std::vector<int64_t> out;
+    for (int64_t c = 0; c < count; ++c) {
+      const auto s = split_heads(j, c);
+      for (int64_t x = s.first; x < s.second; ++x) {
+        if (x / ratio == h) {
+          out.push_back(c);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+  // The heads chunk c moves to (scatter) or from (gather) position j.
+  std::set<int64_t> moved(int64_t j, int64_t c, Direction d) const {
+    std::set<int64_t> out;
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto r = readers(j, h);
+      if (!r.empty() && (d == Direction::kScatter ? r.front() : r.back()) == c) out.insert(h);
+    }
+    return out;
+  }
+};
+
+std::set<int64_t> as_set(const HeadSpan& s) {
+  std::set<int64_t> out;
+  for (int64_t h = s.begin; h < s.end; ++h) out.insert(h);
+  return out;
+}
+
+const Direction kDirections[] = {Direction::kScatter, Direction::kGather};
+
+// Chunk c of position j: its split heads, and the heads it moves each way, as the reference says; every head each
+// holder holds moves exactly once per direction; attention on chunk c reads only heads that arrived by scatter
+// chunk c, and gather chunk c sends only heads that no later chunk reads.
+void check_heads(const ExchangePlan& p, int32_t t, int32_t count) {
+  const auto& g = p.tensors[static_cast<size_t>(t)];
+  const Reference ref(g.k, g.heads, g.split_heads, count);
+  for (int32_t j = 0; j < p.group_size; ++j) {
+    // By head, the chunks that move it to j (scatter) and from j (gather), as the code says.
+    std::vector<std::vector<int32_t>> arrive(static_cast<size_t>(g.heads)), leave(static_cast<size_t>(g.heads));
+    for (int32_t c = 0; c < count; ++c) {
+      INFO("tensor " << t << " position " << j << " chunk " << c);
+      const HeadSpan s = basp::plan::chunk_split_heads(p, t, j, {c, count});
+      const auto want = ref.split_heads(j, c);
+      REQUIRE(s.size() == want.second - want.first);
+      if (!s.empty()) REQUIRE((s.begin == want.first && s.end == want.second));
+      // A position with fewer split heads than C: its last chunks are empty and move nothing.
+      if (c >= ref.q[j + 1] - ref.q[j]) REQUIRE(s.empty());
+      for (const Direction d : kDirections) {
+        const auto got = as_set(basp::plan::chunk_heads(p, t, j, {c, count}, d));
+        REQUIRE(got == ref.moved(j, c, d));
+        if (s.empty()) REQUIRE(got.empty());
+        for (const int64_t h : got) (d == Direction::kScatter ? arrive : leave)[static_cast<size_t>(h)].push_back(c);
+      }
+    }
+    for (int64_t h = 0; h < g.heads; ++h) {
+      // Exactly the heads the whole exchange gives j (geometry.h), each once per direction.
+      const size_t want = h >= g.head_begin(j) && h < g.head_end(j) ? 1 : 0;
+      INFO("tensor " << t << " position " << j << " head " << h);
+      REQUIRE(arrive[static_cast<size_t>(h)].size() == want);
+      REQUIRE(leave[static_cast<size_t>(h)].size() == want);
+    }
+    for (int32_t c = 0; c < count; ++c) {
+      const auto s = ref.split_heads(j, c);
+      for (int64_t x = s.first; x < s.second; ++x) {
+        const auto h = static_cast<size_t>(x / ref.ratio);
+        INFO("tensor " << t << " position " << j << " chunk " << c << " query head " << x);
+        REQUIRE(arrive[h].size() == 1);
+        REQUIRE(arrive[h][0] <= c);
+        REQUIRE(leave[h].size() == 1);
+        REQUIRE(leave[h][0] >= c);
+      }
+    }
+  }
+}
+
+// The bytes of every (tensor, pair, direction) over the chunks add up to the whole exchange's chunk between the
+// pair (Geometry::chunk_bytes) and each rank's head-sharded side (CallGeometry); per chunk they are the reference
+// heads' rows; chunk_per_peer is the largest pair's sum over the tensors.
+void check_bytes(const ExchangePlan& p, int32_t count, int64_t tokens) {
+  const int32_t k = p.group_size;
+  const auto tok = bounds(tokens, k);
+  for (int32_t me = 0; me < k; ++me) {
+    const auto mine = qkv_plan(k, me, p.tensors[0].split_heads, p.tensors[1].heads);
+    const auto call = mine.call(tokens);
+    int64_t sent = 0;  // this rank's scatter to its peers at capacity, over the chunks
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const auto& g = call.at(t);
+      int64_t in = 0, out = 0;
+      for (int32_t c = 0; c < count; ++c) {
+        for (int32_t other = 0; other < k; ++other) {
+          in += basp::plan::chunk_bytes(p, tokens, t, {c, count}, Direction::kScatter, other, me);
+          out += basp::plan::chunk_bytes(p, tokens, t, {c, count}, Direction::kGather, me, other);
+          if (other != me)
+            sent += basp::plan::chunk_bytes(p, p.capacity(), t, {c, count}, Direction::kScatter, me, other);
+        }
+      }
+      INFO("position " << me << " tensor " << t);
+      REQUIRE(in == call.head_bytes[static_cast<size_t>(t)]);
+      REQUIRE(out == call.head_bytes[static_cast<size_t>(t)]);
+      for (int32_t s = 0; s < k; ++s) {
+        int64_t scatter = 0, gather = 0;
+        for (int32_t c = 0; c < count; ++c) {
+          scatter += basp::plan::chunk_bytes(p, tokens, t, {c, count}, Direction::kScatter, s, me);
+          gather += basp::plan::chunk_bytes(p, tokens, t, {c, count}, Direction::kGather, me, s);
+        }
+        REQUIRE(scatter == g.chunk_bytes(s, me));
+        REQUIRE(gather == g.chunk_bytes(s, me));
+      }
+    }
+    REQUIRE(sent == mine.bytes_sent);
+  }
+  for (int32_t c = 0; c < count; ++c) {
+    for (const Direction d : kDirections) {
+      int64_t most = 0;
+      for (int32_t from = 0; from < k; ++from) {
+        for (int32_t to = 0; to < k; ++to) {
+          if (from == to) continue;
+          const int32_t s = d == Direction::kScatter ? from : to;
+          const int32_t h = d == Direction::kScatter ? to : from;
+          int64_t sum = 0;
+          for (int32_t t = 0; t < p.num_tensors(); ++t) {
+            const auto& g = p.tensors[static_cast<size_t>(t)];
+            const Reference ref(k, g.heads, g.split_heads, count);
+            const auto n = static_cast<int64_t>(ref.moved(h, c, d).size());
+            const int64_t want = 2 * (tok[s + 1] - tok[s]) * n * g.head_dim * 2;
+            REQUIRE(basp::plan::chunk_bytes(p, tokens, t, {c, count}, d, from, to) == want);
+            sum += want;
+          }
+          most = std::max(most, sum);
+        }
+      }
+      REQUIRE(basp::plan::chunk_per_peer(p, tokens, {c, count}, d) == most);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("head chunks partition every exchange head by head", "[plan][chunks]") {
+  for (int32_t k = 1; k <= 5; ++k) {
+    for (int64_t hq = 1; hq <= 12; ++hq) {
+      for (int64_t hkv = 1; hkv <= hq; ++hkv) {
+        if (hq % hkv != 0) continue;
+        const auto p = qkv_plan(k, 0, hq, hkv);
+        const int64_t busiest = bounds(hq, k)[1];
+        REQUIRE(basp::plan::max_head_chunks(p) == busiest);
+        for (int32_t count = 1; count <= busiest; ++count) {
+          INFO("K " << k << " Hq " << hq << " Hkv " << hkv << " C " << count);
+          for (int32_t t = 0; t < 3; ++t) check_heads(p, t, count);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("head chunks' bytes add up to the whole exchange", "[plan][chunks]") {
+  for (int32_t k = 1; k <= 5; ++k) {
+    for (int64_t hq = 1; hq <= 12; ++hq) {
+      for (int64_t hkv = 1; hkv <= hq; ++hkv) {
+        if (hq % hkv != 0) continue;
+        const auto p = qkv_plan(k, 0, hq, hkv);
+        for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
+          for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
+            INFO("K " << k << " Hq " << hq << " Hkv " << hkv << " C " << count << " tokens " << tokens);
+            check_bytes(p, count, tokens);
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// The call throws INVALID_ARGUMENT with a message containing `text`.
+template <typename F>
+void require_invalid(F&& call, const std::string& text) {
+  try {
+    call();
+  } catch (const basp::detail::Error& e) {
+    INFO("message: " << e.what());
+    REQUIRE(e.status() == BASP_ERROR_INVALID_ARGUMENT);
+    REQUIRE(std::string(e.what()).find(text) != std::string::npos);
+    return;
+  }
+  FAIL("no error; expected one containing \"" << text << "\"");
+}
+
+}  // namespace
+
+TEST_CASE("head chunk arguments out of range name the value", "[plan][chunks]") {
+  const auto p = qkv_plan(3, 1, 8, 2);  // busiest position: 3 query heads
+  REQUIRE(basp::plan::max_head_chunks(p) == 3);
+  using basp::plan::check_head_chunk;
+  require_invalid([&] { check_head_chunk(p, {0, 0}); }, "head chunk count (0) must be at least 1");
+  require_invalid([&] { check_head_chunk(p, {0, -2}); }, "head chunk count (-2) must be at least 1");
+  require_invalid(
+      [&] {
+        check_head_chunk(p, {0, 4});
+      },
+      "head chunk count (4) is above the plan's maximum (3: the query heads of its busiest position)");
+  require_invalid([&] { check_head_chunk(p, {-1, 2}); }, "head chunk index (-1) is outside 0..1");
+  require_invalid([&] { check_head_chunk(p, {2, 2}); }, "head chunk index (2) is outside 0..1");
+  check_head_chunk(p, {2, 3});
+  // Every entry point checks the chunk, the tensor and the positions before it answers.
+  require_invalid([&] { basp::plan::chunk_split_heads(p, 0, 0, {3, 3}); }, "head chunk index (3) is outside 0..2");
+  require_invalid(
+      [&] {
+        basp::plan::chunk_heads(p, 1, 0, {0, 9}, Direction::kScatter);
+      },
+      "head chunk count (9) is above the plan's maximum (3");
+  require_invalid([&] { basp::plan::chunk_heads(p, 3, 0, {0, 1}, Direction::kGather); }, "tensor (3) is outside 0..2");
+  require_invalid([&] { basp::plan::chunk_split_heads(p, 0, 3, {0, 1}); }, "position (3) is outside 0..2");
+  require_invalid(
+      [&] {
+        basp::plan::chunk_bytes(p, 7, 0, {0, 1}, Direction::kScatter, -1, 0);
+      },
+      "from (-1) is outside 0..2");
+  require_invalid(
+      [&] {
+        basp::plan::chunk_bytes(p, 7, 0, {0, 1}, Direction::kScatter, 0, 5);
+      },
+      "to (5) is outside 0..2");
+  require_invalid(
+      [&] {
+        basp::plan::chunk_bytes(p, -1, 0, {0, 1}, Direction::kScatter, 0, 1);
+      },
+      "tokens (-1) must be >= 0");
+  require_invalid(
+      [&] {
+        basp::plan::chunk_per_peer(p, 7, {0, 0}, Direction::kGather);
+      },
+      "head chunk count (0) must be at least 1");
+}
+
+TEST_CASE("a key/value head moves with its first reader and returns with its last", "[plan][chunks]") {
+  // K = 2, Q of 4 heads (head size 2), K (head size 2) and V (head size 1) of one head serving all 4: both positions
+  // hold it. FP32, 4 tokens: 2 rows per position. C = 2: chunk 0 of each position reads the key/value head first,
+  // chunk 1 last.
+  basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_SBHD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = 4;
+  d.num_tensors = 3;
+  d.num_heads[0] = 4;
+  d.num_heads[1] = d.num_heads[2] = 1;
+  d.query_heads[1] = d.query_heads[2] = 4;
+  d.head_dims[0] = d.head_dims[1] = 2;
+  d.head_dims[2] = 1;
+  const auto p = basp::plan::make_exchange_plan(basp::plan::validate_spec(d), 2, 1, 1);
+  // Per peer: a Q head 2 * 2 * 4 = 16 bytes, the K head 16, the V head 8.
+  CHECK(basp::plan::chunk_per_peer(p, 4, {0, 1}, Direction::kScatter) == 2 * 16 + 16 + 8);
+  CHECK(basp::plan::chunk_per_peer(p, 4, {0, 1}, Direction::kGather) == 2 * 16 + 16 + 8);
+  CHECK(basp::plan::chunk_per_peer(p, 4, {0, 2}, Direction::kScatter) == 16 + 16 + 8);
+  CHECK(basp::plan::chunk_per_peer(p, 4, {1, 2}, Direction::kScatter) == 16);
+  CHECK(basp::plan::chunk_per_peer(p, 4, {0, 2}, Direction::kGather) == 16);
+  CHECK(basp::plan::chunk_per_peer(p, 4, {1, 2}, Direction::kGather) == 16 + 16 + 8);
+  for (int32_t j = 0; j < 2; ++j) {
+    CHECK(basp::plan::chunk_heads(p, 1, j, {0, 2}, Direction::kScatter) == HeadSpan{0, 1});
+    CHECK(basp::plan::chunk_heads(p, 1, j, {1, 2}, Direction::kScatter).empty());
+    CHECK(basp::plan::chunk_heads(p, 2, j, {0, 2}, Direction::kGather).empty());
+    CHECK(basp::plan::chunk_heads(p, 2, j, {1, 2}, Direction::kGather) == HeadSpan{0, 1});
+    CHECK(basp::plan::chunk_split_heads(p, 1, j, {1, 2}) == HeadSpan{2 * j + 1, 2 * j + 2});
+  }
+}
