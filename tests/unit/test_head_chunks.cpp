@@ -1,15 +1,18 @@
 // Head chunks (plan/head_chunks.h) against a reference written here from the definition, head by head: every shape of
 // K in 1..5, Hq in 1..12, Hkv dividing Hq (Hkv < K replicates key/value heads) and C in 1..max; the bytes against
-// the whole exchange's (layout::Geometry, CallGeometry); the errors; a replicated key/value head worked out by
-// hand.
+// the whole exchange's (layout::Geometry, CallGeometry); the errors; then the chunk count's choice
+// (plan/head_chunk_choice.h) against times worked out by hand.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "plan/head_chunk_choice.h"
 #include "plan/head_chunks.h"
 
 using basp::Direction;
@@ -322,4 +325,137 @@ TEST_CASE("a key/value head moves with its first reader and returns with its las
     CHECK(basp::plan::chunk_heads(p, 2, j, {1, 2}, Direction::kGather) == HeadSpan{0, 1});
     CHECK(basp::plan::chunk_split_heads(p, 1, j, {1, 2}) == HeadSpan{2 * j + 1, 2 * j + 2});
   }
+}
+
+namespace {
+
+// One tensor of 8 query-like heads (K = 2: 4 per position), head size 1, FP32, one sequence of 4 tokens (2 per
+// position): a head of one position's tokens is 2 * 4 = 8 bytes.
+ExchangePlan small_plan() {
+  basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = 4;
+  d.head_dim = 1;
+  d.num_tensors = 1;
+  d.num_heads[0] = 8;
+  return basp::plan::make_exchange_plan(basp::plan::validate_spec(d), 2, 0, 1);
+}
+
+// alpha = 1 s, 0.5 s per per-peer byte inside the node, nothing across nodes.
+basp::plan::CostModel small_model() {
+  basp::plan::CostModel m;
+  m.a0 = 1.0;
+  m.beta_node = 0.5;
+  return m;
+}
+
+const basp::plan::GroupTraffic kUnit{1.0, 0.0};
+
+}  // namespace
+
+TEST_CASE("the pipelined layer time adds the exchanges beside each attention step", "[plan][chunks]") {
+  // S0 + max(A0, S1) + max(A1, S2 + G0) + max(A2, G1) + G2 = 1 + 4 + 5 + 4 + 1.
+  CHECK(basp::plan::pipelined_seconds({1, 2, 3}, {4, 1, 4}, {2, 2, 1}) == 15.0);
+  CHECK(basp::plan::pipelined_seconds({3}, {4}, {5}) == 12.0);  // one chunk: no overlap
+  require_invalid([] { basp::plan::pipelined_seconds({1, 2}, {1}, {1, 2}); }, "attention (1)");
+  require_invalid([] { basp::plan::pipelined_seconds({}, {}, {}); }, "one common size >= 1");
+}
+
+TEST_CASE("four head chunks win when attention hides the exchanges", "[plan][chunks]") {
+  const auto p = small_plan();
+  REQUIRE(basp::plan::max_head_chunks(p) == 4);
+  // A chunk of n heads per position: per peer 8n bytes, so S = G = 1 + 0.5 * 8n = 1 + 4n; attention 40 s over 4
+  // heads: A = 10n.
+  //   C = 1 (4):        17 + 40 + 17                                          = 74
+  //   C = 2 (2, 2):     9 + max(20, 9) + max(20, 9) + 9                       = 58
+  //   C = 3 (2, 1, 1):  9 + max(20, 5) + max(10, 5 + 9) + max(10, 5) + 5      = 58
+  //   C = 4 (1 each):   5 + max(10, 5) + 2 * max(10, 5 + 5) + max(10, 5) + 5  = 50
+  const auto choice = basp::plan::choose_head_chunks(p, p, 4, small_model(), kUnit, 40.0);
+  CHECK(choice.predicted == std::vector<double>{74, 58, 58, 50});
+  CHECK(choice.count == 4);
+  // Deterministic: the same inputs give the same bits.
+  const auto again = basp::plan::choose_head_chunks(p, p, 4, small_model(), kUnit, 40.0);
+  CHECK(again.predicted == choice.predicted);
+  CHECK(again.count == choice.count);
+}
+
+TEST_CASE("one head chunk unless more gain at least 5 percent", "[plan][chunks]") {
+  const auto p = small_plan();
+  // Attention 1000 s: C = 4 is the fastest but gains 24 / 1034 (2.3 %).
+  //   C = 1: 17 + 1000 + 17 = 1034;  C = 2: 9 + 500 + 500 + 9 = 1018;
+  //   C = 3: 9 + 500 + 250 + 250 + 5 = 1014;  C = 4: 5 + 4 * 250 + 5 = 1010.
+  const auto slow = basp::plan::choose_head_chunks(p, p, 4, small_model(), kUnit, 1000.0);
+  CHECK(slow.predicted == std::vector<double>{1034, 1018, 1014, 1010});
+  CHECK(slow.count == 1);
+  // Attention 400 s: C = 4 takes 5 + 400 + 5 = 410 against 17 + 400 + 17 = 434, a gain of 5.5 %: chosen.
+  const auto enough = basp::plan::choose_head_chunks(p, p, 4, small_model(), kUnit, 400.0);
+  CHECK(enough.predicted.front() == 434.0);
+  CHECK(enough.predicted.back() == 410.0);
+  CHECK(enough.count == 4);
+  // No attention: every chunk only adds alpha; 74 - 40 = 34, 36, 38, 40.
+  const auto none = basp::plan::choose_head_chunks(p, p, 4, small_model(), kUnit, 0.0);
+  CHECK(none.predicted == std::vector<double>{34, 36, 38, 40});
+  CHECK(none.count == 1);
+  // K = 1 exchanges nothing: T(C) = the attention, whatever C.
+  const auto solo = basp::plan::make_exchange_plan(p.spec, 1, 0, 1);
+  const auto alone = basp::plan::choose_head_chunks(solo, solo, 4, small_model(), kUnit, 8.0);
+  CHECK(alone.predicted == std::vector<double>(8, 8.0));
+  CHECK(alone.count == 1);
+}
+
+TEST_CASE("the chunk count's choice checks its inputs", "[plan][chunks]") {
+  const auto p = small_plan();
+  const auto three = basp::plan::make_exchange_plan(p.spec, 3, 0, 1);
+  using basp::plan::choose_head_chunks;
+  require_invalid([&] { choose_head_chunks(p, three, 4, small_model(), kUnit, 1.0); },
+                  "the scatter plan's group size (2) differs from the gather plan's (3)");
+  auto other = p.spec;
+  other.num_heads = other.split_heads = {6};  // 3 per position, against 4
+  const auto fewer = basp::plan::make_exchange_plan(other, 2, 0, 1);
+  require_invalid([&] { choose_head_chunks(p, fewer, 4, small_model(), kUnit, 1.0); },
+                  "the scatter plan's maximum head chunks (4) differs from the gather plan's (3)");
+  require_invalid([&] { choose_head_chunks(p, p, -3, small_model(), kUnit, 1.0); }, "tokens (-3) must be >= 0");
+  require_invalid([&] { choose_head_chunks(p, p, 4, small_model(), kUnit, -1.0); },
+                  "attention_seconds (-1) must be finite and >= 0");
+  require_invalid([&] { choose_head_chunks(p, p, 4, small_model(), kUnit, std::nan("")); }, "attention_seconds (");
+  require_invalid(
+      [&] {
+        choose_head_chunks(p, p, 4, small_model(), {-2.0, 0.0}, 1.0);
+      },
+      "unit.node_bytes (-2) must be finite and >= 0");
+  require_invalid(
+      [&] {
+        choose_head_chunks(p, p, 4, small_model(), {0.0, std::numeric_limits<double>::infinity()}, 1.0);
+      },
+      "unit.network_bytes (inf) must be finite and >= 0");
+  auto bad = small_model();
+  bad.a1 = -1.0;
+  require_invalid([&] { choose_head_chunks(p, p, 4, bad, kUnit, 1.0); }, "model.a1 (-1) must be finite and >= 0");
+}
+
+TEST_CASE("a backward layer: the scatter and the gather plans differ", "[plan][chunks]") {
+  // K = 2, 6 query heads (3 per position), head size 1, FP32, 4 tokens: a head of one position's tokens is 8 bytes.
+  // Scatter dO (6 heads); gather dQ (6 heads) and dK, dV (one head serving all 6: its gradient leaves with the last
+  // chunk). Alpha 1 s, 0.5 s per per-peer byte; attention 12 s over 3 heads.
+  basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = BASP_LAYOUT_BSHD;
+  d.dtype = BASP_DTYPE_FP32;
+  d.seq_len = 4;
+  d.head_dim = 1;
+  d.num_tensors = 1;
+  d.num_heads[0] = 6;
+  const auto scatter = basp::plan::make_exchange_plan(basp::plan::validate_spec(d), 2, 0, 1);
+  d.num_tensors = 3;
+  d.num_heads[1] = d.num_heads[2] = 1;
+  d.query_heads[1] = d.query_heads[2] = 6;
+  const auto gather = basp::plan::make_exchange_plan(basp::plan::validate_spec(d), 2, 1, 1);
+  //   C = 1: S = 1 + 0.5 * 24 = 13, G = 1 + 0.5 * (24 + 16) = 21, A = 12:               13 + 12 + 21 = 46
+  //   C = 2 (2, 1): S = (9, 5), G = (1 + 0.5 * 16, 1 + 0.5 * (8 + 16)) = (9, 13), A = (8, 4):
+  //                                                        9 + max(8, 5) + max(4, 9) + 13 = 39
+  //   C = 3 (1 each): S = (5, 5, 5), G = (5, 5, 13), A = (4, 4, 4):
+  //                                       5 + max(4, 5) + max(4, 5 + 5) + max(4, 5) + 13 = 38
+  const auto choice = basp::plan::choose_head_chunks(scatter, gather, 4, small_model(), kUnit, 12.0);
+  CHECK(choice.predicted == std::vector<double>{46, 39, 38});
+  CHECK(choice.count == 3);
 }
