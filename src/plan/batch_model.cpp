@@ -12,17 +12,25 @@ int64_t busiest_kv_heads(const BatchProblem& p, int32_t k) { return std::max<int
 
 }  // namespace
 
+// Bytes per token: check_problem has checked that the whole batch's (k = 1) fit in int64, and a rank's heads are
+// never more than the whole tensor's.
 double scatter_per_peer(const BatchProblem& p, int32_t k, int64_t tokens) {
-  return static_cast<double>(ceil_div(tokens, k)) *
-         static_cast<double>(busiest_query_heads(p, k) + 2 * busiest_kv_heads(p, k)) *
-         static_cast<double>(p.head_dim * p.elem_size);
+  const int64_t row = busiest_query_heads(p, k) * p.head_dim + busiest_kv_heads(p, k) * (p.head_dim + value_dim(p));
+  return static_cast<double>(ceil_div(tokens, k)) * static_cast<double>(row * p.elem_size);
 }
 double gather_per_peer(const BatchProblem& p, int32_t k, int64_t tokens) {
-  return static_cast<double>(ceil_div(tokens, k)) * static_cast<double>(busiest_query_heads(p, k)) *
-         static_cast<double>(p.head_dim * p.elem_size);
+  return static_cast<double>(ceil_div(tokens, k)) *
+         static_cast<double>(busiest_query_heads(p, k) * value_dim(p) * p.elem_size);
 }
 double share(const BatchProblem& p, int32_t k) {
   return static_cast<double>(busiest_query_heads(p, k)) / static_cast<double>(p.query_heads);
+}
+
+double attention_seconds(const BatchProblem& p, double sum_sq, double sum, double share) {
+  const double t = p.model.attention_seconds(sum_sq, sum, share);
+  const int64_t dv = value_dim(p);
+  if (dv == p.head_dim) return t;
+  return t * ((static_cast<double>(p.head_dim) + static_cast<double>(dv)) / (2.0 * static_cast<double>(p.head_dim)));
 }
 
 Work work_of(const BatchProblem& p, const std::vector<int32_t>& docs) {
@@ -52,7 +60,7 @@ std::vector<double> group_times(const BatchProblem& p, const UnitMap& m, const L
   std::vector<double> times(groups);
   for (size_t g = 0; g < groups; ++g) {
     const auto k = static_cast<int32_t>(members[g].size());
-    times[g] = p.model.attention_seconds(work[g].sum_sq, work[g].sum, share(p, k));
+    times[g] = attention_seconds(p, work[g].sum_sq, work[g].sum, share(p, k));
     if (k <= 1) continue;
     times[g] += p.model.exchange_seconds(k, scatter[g].node_bytes, scatter[g].network_bytes) +
                 p.model.exchange_seconds(k, gather[g].node_bytes, gather[g].network_bytes);
@@ -61,7 +69,7 @@ std::vector<double> group_times(const BatchProblem& p, const UnitMap& m, const L
 }
 
 double estimate(const BatchProblem& p, const UnitMap& m, int32_t k, int64_t tokens, double sum_sq, double sum) {
-  double t = p.model.attention_seconds(sum_sq, sum, share(p, k));
+  double t = attention_seconds(p, sum_sq, sum, share(p, k));
   if (k <= 1) return t;
   const GroupTraffic s = estimate_traffic(m, k, scatter_per_peer(p, k, tokens));
   const GroupTraffic g = estimate_traffic(m, k, gather_per_peer(p, k, tokens));

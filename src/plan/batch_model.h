@@ -20,10 +20,18 @@ inline int64_t saturating_mul(int64_t a, int64_t b) {
   return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
 }
 
-// The byte model of batch_planner.h: bytes one rank exchanges with one peer, and the busiest rank's query share.
+// The value head size Dv: value_head_dim, or head_dim when it is 0.
+inline int64_t value_dim(const BatchProblem& p) { return p.value_head_dim == 0 ? p.head_dim : p.value_head_dim; }
+
+// The byte model of batch_planner.h: bytes one rank exchanges with one peer (Q, K at D and V at Dv; the output at
+// Dv), and the busiest rank's query share.
 double scatter_per_peer(const BatchProblem& p, int32_t k, int64_t tokens);
 double gather_per_peer(const BatchProblem& p, int32_t k, int64_t tokens);
 double share(const BatchProblem& p, int32_t k);
+
+// The attention model of batch_planner.h: the cost model's attention_seconds scaled by (D + Dv) / (2 D), exactly
+// the model's figure when Dv = D. Every attention time of the planner comes from here.
+double attention_seconds(const BatchProblem& p, double sum_sq, double sum, double share);
 
 // The attention work of a list of documents: its tokens, sum L^2 and sum L.
 struct Work {

@@ -27,6 +27,22 @@ using batch_internal::max_of;
 using batch_internal::saturating_mul;
 using batch_internal::Work;
 
+// The byte model's bytes per token of the whole batch (batch_model.cpp's at K = 1, the largest), each in int64:
+// the scatter's Q, K and V, and the gather's output.
+void check_token_bytes(const BatchProblem& p) {
+  const int64_t dv = batch_internal::value_dim(p);
+  int64_t q = 0, k = 0, v = 0, scatter = 0, gather = 0;
+  const bool overflow =
+      __builtin_mul_overflow(p.query_heads, p.head_dim, &q) || __builtin_mul_overflow(p.kv_heads, p.head_dim, &k) ||
+      __builtin_mul_overflow(p.kv_heads, dv, &v) || __builtin_add_overflow(q, k, &scatter) ||
+      __builtin_add_overflow(scatter, v, &scatter) || __builtin_mul_overflow(scatter, p.elem_size, &scatter) ||
+      __builtin_mul_overflow(p.query_heads, dv, &gather) || __builtin_mul_overflow(gather, p.elem_size, &gather);
+  BASP_CHECK_ARG(!overflow, "the bytes per token ((query_heads * head_dim + kv_heads * (head_dim + value_head_dim)) * ",
+                 "elem_size, and query_heads * value_head_dim * elem_size) overflow int64 with query_heads ",
+                 p.query_heads, ", kv_heads ", p.kv_heads, ", head_dim ", p.head_dim, ", value_head_dim ",
+                 p.value_head_dim, " (0: head_dim) and elem_size ", p.elem_size);
+}
+
 void check_problem(const BatchProblem& p) {
   const auto n = static_cast<int64_t>(p.machine.ranks.size());
   BASP_CHECK_ARG(n > 0, "machine.ranks is empty: the batch needs at least one rank");
@@ -36,8 +52,9 @@ void check_problem(const BatchProblem& p) {
   BASP_CHECK_ARG(p.query_heads % p.kv_heads == 0, "kv_heads (", p.kv_heads, ") must divide query_heads (",
                  p.query_heads, ")");
   BASP_CHECK_ARG(p.head_dim > 0, "head_dim (", p.head_dim, ") must be positive");
+  BASP_CHECK_ARG(p.value_head_dim >= 0, "value_head_dim (", p.value_head_dim, ") must be 0 (head_dim) or positive");
   BASP_CHECK_ARG(p.elem_size > 0, "elem_size (", p.elem_size, ") must be positive");
-  detail::checked_mul(p.head_dim, p.elem_size, "head_dim * elem_size");
+  check_token_bytes(p);
   BASP_CHECK_ARG(p.capacity > 0, "capacity (", p.capacity, ") must be positive");
   BASP_CHECK_ARG(p.lengths.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "lengths (",
                  p.lengths.size(), " documents) is too long");

@@ -222,7 +222,7 @@ double slowest_bin(const MixedInput& in, const Lists& bin_docs) {
   double slowest = 0;
   for (const auto& docs : bin_docs) {
     const Work w = work_of(in.p, docs);
-    slowest = std::max(slowest, in.p.model.attention_seconds(w.sum_sq, w.sum, 1.0));
+    slowest = std::max(slowest, attention_seconds(in.p, w.sum_sq, w.sum, 1.0));
   }
   return slowest;
 }
@@ -282,8 +282,8 @@ bool mixed_plan(const BatchProblem& p, const UnitMap& m, bool use_slack, int64_t
                 std::vector<int32_t>& sizes_out, Lists& docs_out) {
   MixedInput in{p, m, use_slack, longest_first(p), {}, 0, 0};
   in.options = size_options(p, m, in.order);  // 1. candidate sizes and estimates per document
-  in.full = p.model.attention_seconds(1.0, 0.0, 1.0);
-  in.lin = p.model.attention_seconds(0.0, 1.0, 1.0);
+  in.full = attention_seconds(p, 1.0, 0.0, 1.0);
+  in.lin = attention_seconds(p, 0.0, 1.0, 1.0);
   double tau = 0;
   if (!smallest_target(in, tau)) return false;  // 2-3. the smallest target time that fits in N
   Split split = split_at(in, tau);              // 4. long documents' sizes, short ones' ranks

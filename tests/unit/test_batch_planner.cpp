@@ -506,3 +506,177 @@ TEST_CASE("batch plans of batches packed to exactly N * capacity", "[batch_plann
   WARN("exactly full batches: " << smaller << " of " << seeds << " plans smaller than one group of 8");
   REQUIRE(smaller >= seeds * 3 / 4);
 }
+
+namespace {
+
+// Multi-head latent attention's shape, and the cost of one document of `l` tokens in one group of k ranks on one
+// node, written out from docs/batch.md's model: per peer, t = ceil(l / k) tokens of the busiest rank's hq query
+// and hkv KV heads, the scatter moving Q and K at D and V at Dv, the gather the output at Dv, to k - 1 peers on
+// the node; attention c2 l^2 + c1 l for all heads at Dv = D, times hq / Hq and (D + Dv) / (2 D).
+struct Shape {
+  int64_t hq, hkv, d, dv, elem;
+};
+
+double ceil_of(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
+
+double scatter_bytes(const Shape& s, int64_t k, int64_t l) {
+  const double hq = ceil_of(s.hq, k), hkv = std::max(1.0, ceil_of(s.hkv, k));
+  return ceil_of(l, k) * (hq * s.d + hkv * s.d + hkv * s.dv) * s.elem * (k - 1);
+}
+
+double gather_bytes(const Shape& s, int64_t k, int64_t l) {
+  return ceil_of(l, k) * ceil_of(s.hq, k) * s.dv * s.elem * (k - 1);
+}
+
+double one_group_seconds(const Shape& s, const CostModel& m, int64_t k, int64_t l) {
+  const double ll = static_cast<double>(l);
+  const double attention = (m.c2 * ll * ll + m.c1 * ll) * (ceil_of(s.hq, k) / static_cast<double>(s.hq)) *
+                           ((static_cast<double>(s.d) + static_cast<double>(s.dv)) / (2.0 * static_cast<double>(s.d)));
+  if (k == 1) return attention;
+  const double latency = m.a0 + m.a1 * static_cast<double>(k - 1);
+  return attention + 2 * latency + m.beta_node * (scatter_bytes(s, k, l) + gather_bytes(s, k, l));
+}
+
+BatchProblem shaped(const Shape& s, std::vector<int64_t> lengths, PlacementInput machine, int64_t capacity,
+                    const CostModel& model) {
+  BatchProblem p = problem_of(std::move(lengths), std::move(machine), capacity, model);
+  p.query_heads = s.hq;
+  p.kv_heads = s.hkv;
+  p.head_dim = s.d;
+  p.value_head_dim = s.dv;
+  p.elem_size = s.elem;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a value head size of its own: bytes and attention as written out", "[batch_planner]") {
+  // DeepSeek-like MLA (q and k 192 = 128 + 64 rotary, v 128, Hkv = Hq), and a GQA shape whose KV heads are
+  // replicated at K = 4 (Hkv = 2: one per rank).
+  for (const Shape s : {Shape{16, 16, 192, 128, 2}, Shape{8, 2, 64, 32, 4}, Shape{4, 4, 16, 40, 2}}) {
+    CAPTURE(s.hq, s.hkv, s.d, s.dv);
+    const int64_t l = 1001;
+    const Lists members{{0, 1, 2, 3}}, docs{{0}};
+    // Bytes alone: beta_node 1, every other coefficient 0. Exact: integers well below 2^53.
+    CostModel bytes;
+    bytes.beta_node = 1.0;
+    const BatchProblem p = shaped(s, {l}, uniform_machine(4, 4), l, bytes);
+    const double scatter = 251.0 * (ceil_of(s.hq, 4) * s.d + std::max(1.0, ceil_of(s.hkv, 4)) * (s.d + s.dv)) * s.elem;
+    const double gather = 251.0 * ceil_of(s.hq, 4) * s.dv * s.elem;
+    REQUIRE(basp::plan::predict_batch(p, members, docs) == 3 * (scatter + gather));
+    REQUIRE(3 * (scatter + gather) == scatter_bytes(s, 4, l) + gather_bytes(s, 4, l));
+    // Attention alone, and everything together.
+    CostModel attention;
+    attention.c2 = 3e-11;
+    attention.c1 = 5e-9;
+    const double share = ceil_of(s.hq, 4) / static_cast<double>(s.hq);
+    const double scale = static_cast<double>(s.d + s.dv) / static_cast<double>(2 * s.d);
+    const double want = (3e-11 * 1001.0 * 1001.0 + 5e-9 * 1001.0) * share * scale;
+    REQUIRE(basp::plan::predict_batch(shaped(s, {l}, uniform_machine(4, 4), l, attention), members, docs) ==
+            Approx(want).epsilon(1e-14));
+    const CostModel model = typical_model();
+    REQUIRE(basp::plan::predict_batch(shaped(s, {l}, uniform_machine(4, 4), l, model), members, docs) ==
+            Approx(one_group_seconds(s, model, 4, l)).epsilon(1e-14));
+    // Alone on one rank: attention only, at share 1.
+    REQUIRE(basp::plan::predict_batch(shaped(s, {l}, uniform_machine(1, 1), l, model), {{0}}, docs) ==
+            Approx(one_group_seconds(s, model, 1, l)).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("value_head_dim 0 predicts and plans exactly as head_dim, as before it existed", "[batch_planner]") {
+  // The model before value_head_dim, written out for one group of 4 on one node: Q, K and V at D, the output at D,
+  // (c2 l^2 + c1 l) * share for attention, plus scatter and gather, in the order the planner has always summed them.
+  const CostModel model = typical_model();
+  const BatchProblem p = problem_of({777}, uniform_machine(4, 4), 777, model);  // Hq 32, Hkv 8, D 128, 2 bytes
+  REQUIRE(p.value_head_dim == 0);
+  const double per_peer_scatter = 195.0 * (8 + 2 * 2) * (128 * 2), per_peer_gather = 195.0 * 8 * (128 * 2);
+  const double exchange = model.a0 + model.a1 * 3;
+  const double before =
+      (model.c2 * 777.0 * 777.0 + model.c1 * 777.0) * (8.0 / 32.0) +
+      ((exchange + model.beta_node * (per_peer_scatter * 3)) + (exchange + model.beta_node * (per_peer_gather * 3)));
+  REQUIRE(basp::plan::predict_batch(p, {{0, 1, 2, 3}}, {{0}}) == before);
+  // Random batches and machines: the same plans and the same predicted seconds, bit for bit.
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto n = static_cast<int32_t>(1 + rng() % 24);
+    const std::vector<int64_t> lengths = lognormal_lengths(rng, static_cast<int32_t>(1 + rng() % 40), 7.0, 1.2);
+    const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    BatchProblem zero = problem_of(lengths, gpu_machine(n, static_cast<int32_t>(1 + rng() % 8), rng),
+                                   std::max<int64_t>((longest + n - 1) / n, 2 * total / n + 1));
+    BatchProblem same = zero;
+    same.value_head_dim = same.head_dim;
+    CAPTURE(trial, n);
+    const BatchPartition a = basp::plan::plan_batch(zero), b = basp::plan::plan_batch(same);
+    REQUIRE(members_of(a) == members_of(b));
+    REQUIRE(docs_of(a) == docs_of(b));
+    REQUIRE(a.predicted_seconds == b.predicted_seconds);
+    for (size_t g = 0; g < a.groups.size(); ++g)
+      REQUIRE(a.groups[g].predicted_seconds == b.groups[g].predicted_seconds);
+  }
+}
+
+// Bytes per token and attention both grow with D + Dv ((hq + hkv) (D + Dv) per token and peer), so a smaller value
+// head shrinks every plan's time but its latency: a smaller Dv never makes a larger group win, and here it makes one
+// rank beat four. The planner's choice and time against the optimum over k written out.
+TEST_CASE("the planner's group size follows the value head size", "[batch_planner]") {
+  CostModel model;
+  model.a0 = 2e-5;
+  model.a1 = 1e-6;
+  model.beta_node = 1e-11;
+  model.c2 = 2e-11;
+  const int64_t l = 4096;
+  int64_t previous_k = 0;
+  double previous_seconds = 0;
+  std::vector<int64_t> chosen;
+  for (const int64_t dv : {16, 32, 64, 128, 192, 256, 512}) {
+    CAPTURE(dv);
+    const Shape s{16, 16, 192, dv, 2};
+    int64_t best_k = 1;
+    for (int64_t k = 2; k <= 4; ++k) {
+      if (one_group_seconds(s, model, k, l) < one_group_seconds(s, model, best_k, l)) best_k = k;
+    }
+    const BatchProblem p = shaped(s, {l}, uniform_machine(4, 4), l, model);
+    const BatchPartition plan = basp::plan::plan_batch(p);
+    check_plan(p, plan);
+    const auto k = static_cast<int64_t>(plan.groups[static_cast<size_t>(plan.doc_group[0])].members.size());
+    REQUIRE(k == best_k);
+    REQUIRE(plan.predicted_seconds == Approx(one_group_seconds(s, model, best_k, l)).epsilon(1e-14));
+    REQUIRE(k >= previous_k);
+    REQUIRE(plan.predicted_seconds > previous_seconds);
+    previous_k = k;
+    previous_seconds = plan.predicted_seconds;
+    chosen.push_back(k);
+  }
+  REQUIRE(chosen.front() == 1);
+  REQUIRE(chosen.back() == 4);
+}
+
+TEST_CASE("value_head_dim errors name the fields and their values", "[batch_planner]") {
+  BatchProblem p = problem_of({10, 20}, uniform_machine(4, 2), 100);
+  p.value_head_dim = -1;
+  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p), Catch::Contains("value_head_dim (-1) must be 0 (head_dim) or"));
+  REQUIRE_THROWS_WITH(basp::plan::predict_batch(p, {{0, 1, 2, 3}}, {{0, 1}}), Catch::Contains("value_head_dim (-1)"));
+  // Bytes per token past int64, by the value head alone and by the query and key heads.
+  p.value_head_dim = std::numeric_limits<int64_t>::max() / 4;
+  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p),
+                      Catch::Contains("bytes per token") && Catch::Contains("value_head_dim 2305843009213693951") &&
+                          Catch::Contains("query_heads 32") && Catch::Contains("elem_size 2"));
+  p.value_head_dim = 64;
+  p.head_dim = int64_t{1} << 57;
+  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p),
+                      Catch::Contains("overflow int64") && Catch::Contains("head_dim 144115188075855872"));
+  try {
+    basp::plan::plan_batch(p);
+  } catch (const basp::detail::Error& e) {
+    REQUIRE(e.status() == BASP_ERROR_INVALID_ARGUMENT);
+  }
+  // At the edge: Q, K and V of one head each, 1 + 1 + Dv bytes per token, fit up to Dv = INT64_MAX - 2.
+  p.head_dim = 1;
+  p.query_heads = p.kv_heads = 1;
+  p.elem_size = 1;
+  p.value_head_dim = std::numeric_limits<int64_t>::max() - 2;
+  REQUIRE_NOTHROW(basp::plan::plan_batch(p));
+  p.value_head_dim += 1;
+  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p), Catch::Contains("bytes per token"));
+}
