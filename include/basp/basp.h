@@ -529,22 +529,29 @@ typedef struct basp_batch_problem_v1 {
   const int64_t* lengths; /* [num_docs] tokens of each document, > 0 */
   int64_t query_heads;    /* Hq > 0 */
   int64_t kv_heads;       /* Hkv > 0, dividing Hq */
-  int64_t head_dim;       /* D > 0 */
+  int64_t head_dim;       /* D > 0: the query and key head size */
   int64_t capacity;       /* most sequence-side tokens per rank: 0 = the comm's batch_capacity */
+  /* Appended in 0.5 after capacity: a caller built against the layout above passes its size (64 bytes on LP64) and
+   * gets value_head_dim 0. */
+  int64_t value_head_dim; /* Dv >= 0: the value (and attention output) head size, 0 = head_dim. Multi-head latent
+                             attention: D = 192 (128 + 64 rotary), Dv = 128, kv_heads = query_heads */
 } basp_batch_problem_v1;
 typedef basp_batch_problem_v1 basp_batch_problem_t;
 
 /* clang-format off */
 #define BASP_BATCH_PROBLEM_INITIALIZER { sizeof(basp_batch_problem_v1), BASP_BATCH_PROBLEM_MAGIC,                \
-                                         BASP_BATCH_PROBLEM_VERSION, 0, BASP_DTYPE_UNSET, NULL, 0, 0, 0, 0 }
+                                         BASP_BATCH_PROBLEM_VERSION, 0, BASP_DTYPE_UNSET, NULL, 0, 0, 0, 0, 0 }
 /* clang-format on */
 
 /* Not collective: partitions the comm's ranks into groups and the micro-batch's documents among them (the batch
  * planner) on this comm's machine (every rank's node, NVLink domain and GPU, gathered at creation) with the comm's
- * cost model, minimising the predicted step time (max over groups of scatter + attention + gather). Deterministic:
- * every rank computes the same answer from the same problem and model. Writes a batch description for
- * basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays pointing into the caller's arrays):
- * group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's documents ascending).
+ * cost model, minimising the predicted step time (max over groups of scatter + attention + gather). The scatter
+ * moves Q and K at head_dim and V at Dv (value_head_dim, or head_dim when 0), the gather the output at Dv, and a
+ * group's attention is the model's (given for Dv = head_dim) times (head_dim + Dv) / (2 * head_dim); see
+ * docs/batch.md. A negative value_head_dim, or bytes per token beyond int64, is BASP_ERROR_INVALID_ARGUMENT naming
+ * the fields. Deterministic: every rank computes the same answer from the same problem and model. Writes a batch
+ * description for basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays pointing into the caller's
+ * arrays): group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's documents ascending).
  * *predicted_seconds (may be NULL) receives the model's step time. A document longer than N * capacity, or a batch
  * of more than N * capacity tokens, is BASP_ERROR_INVALID_ARGUMENT naming it. It makes no plan:
  * basp_batch_plan_create makes one from its answer. */
@@ -560,7 +567,8 @@ BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_p
 
 /* The comm's cost model (docs/batch.md): one exchange of a group of K ranks costs a0 + a1 * (K - 1) + beta_node *
  * node_bytes + beta_network * network_bytes; a group's attention (c2 * sum L^2 + c1 * sum L) times the share of the
- * query heads its busiest rank holds. A comm starts with rough defaults and zero attention coefficients. */
+ * query heads its busiest rank holds (and times (D + Dv) / (2 D) for a problem whose value head size Dv differs from
+ * its head_dim D). A comm starts with rough defaults and zero attention coefficients. */
 #define BASP_COST_MODEL_MAGIC 0x42434d44u /* "BCMD" */
 #define BASP_COST_MODEL_VERSION 1u
 
@@ -572,7 +580,7 @@ typedef struct basp_cost_model_v1 {
   double a1;           /* seconds per exchange and peer beyond the first */
   double beta_node;    /* seconds per byte inside a node (NVLink domain) */
   double beta_network; /* seconds per byte over a node's network link, shared by the groups that cross it */
-  double c2;           /* attention seconds per squared token, all query heads on one rank */
+  double c2;           /* attention seconds per squared token, all query heads on one rank, value head size D */
   double c1;           /* attention seconds per token */
   int32_t calibrated;  /* 1 after basp_comm_calibrate (or an import of a calibrated model) */
   int32_t reserved0;

@@ -245,10 +245,11 @@ TEST_CASE("plan info: older, smaller structs are served, and nothing past their 
   CHECK(basp_plan_destroy(plan) == BASP_SUCCESS);
 }
 
-// `desc` as a caller built against an older, smaller basp_plan_desc_t passes it: its first `size` bytes, that size,
-// and garbage where its struct ends.
-static basp_plan_desc_t older_caller(const basp_plan_desc_t& desc, size_t size) {
-  basp_plan_desc_t d;
+// `desc` as a caller built against an older, smaller struct (basp_plan_desc_t, basp_batch_problem_t) passes it: its
+// first `size` bytes, that size, and garbage where its struct ends.
+template <typename T>
+static T older_caller(const T& desc, size_t size) {
+  T d;
   std::memset(&d, 0xab, sizeof(d));
   std::memcpy(&d, &desc, size);
   d.size = size;
@@ -349,6 +350,86 @@ TEST_CASE("plan creation: per-tensor head sizes", "[capi]") {
     CHECK_THAT(last(), Catch::Contains(c.message));
     CHECK(plan == nullptr);
   }
+}
+
+namespace {
+
+// basp_comm_partition_batch's answer on a comm of batch plans only: the predicted seconds and the groups' sizes.
+struct Partition {
+  basp_status_t status = BASP_ERROR_INTERNAL;
+  double seconds = -1;
+  std::vector<int32_t> sizes;
+};
+
+Partition partition(basp_comm_t comm, const basp_batch_problem_t& p) {
+  const auto n = static_cast<size_t>(world_size());
+  Partition out;
+  std::vector<int32_t> sizes(n), ranks(n), group_docs(n), docs(static_cast<size_t>(p.num_docs > 0 ? p.num_docs : 1));
+  basp_batch_t b = BASP_BATCH_INITIALIZER;
+  out.status =
+      basp_comm_partition_batch(comm, &p, sizes.data(), ranks.data(), group_docs.data(), docs.data(), &b, &out.seconds);
+  if (out.status == BASP_SUCCESS) out.sizes.assign(sizes.begin(), sizes.begin() + b.num_groups);
+  return out;
+}
+
+}  // namespace
+
+// basp_batch_problem_t gained value_head_dim (v's and the output's head size, 0 = head_dim): the planner's time
+// follows it, a caller built before it passes the older size and gets head_dim whatever lies past its struct, and
+// bad values are named.
+TEST_CASE("batch problem: value_head_dim, and the layout before it", "[capi]") {
+  const int n = world_size();
+  basp_comm_config_t c = BASP_COMM_CONFIG_INITIALIZER;
+  c.micro_batch = 0;
+  c.batch_capacity = 1024;
+  basp_comm_t comm = nullptr;
+  REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &c, &comm) == BASP_SUCCESS);
+  // Attention alone: every plan's time is the model's times (D + Dv) / (2 D).
+  basp_cost_model_t model = BASP_COST_MODEL_INITIALIZER;
+  model.c2 = 1e-9;
+  model.c1 = 1e-7;
+  REQUIRE(basp_comm_set_cost_model(comm, &model) == BASP_SUCCESS);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(9 + (i * 13) % 41);
+  basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
+  CHECK(p.value_head_dim == 0);
+  p.num_docs = static_cast<int32_t>(lengths.size());
+  p.lengths = lengths.data();
+  p.dtype = BASP_DTYPE_BF16;
+  p.query_heads = p.kv_heads = 16;
+  p.head_dim = 192;
+  const Partition plain = partition(comm, p);
+  REQUIRE(plain.status == BASP_SUCCESS);
+  CHECK(plain.seconds > 0);
+  p.value_head_dim = 192;
+  const Partition same = partition(comm, p);
+  CHECK(same.seconds == plain.seconds);
+  CHECK(same.sizes == plain.sizes);
+  p.value_head_dim = 128;
+  const Partition mla = partition(comm, p);
+  REQUIRE(mla.status == BASP_SUCCESS);
+  CHECK(mla.seconds == Approx(plain.seconds * (192.0 + 128.0) / (2 * 192.0)).epsilon(1e-12));
+
+  // The layout through capacity: 64 bytes on LP64, value_head_dim read as 0 (garbage past the struct ignored).
+  const size_t before = offsetof(basp_batch_problem_v1, value_head_dim);
+  REQUIRE(before == 64);
+  const basp_batch_problem_t old = older_caller(p, before);
+  const Partition got = partition(comm, old);
+  REQUIRE(got.status == BASP_SUCCESS);
+  CHECK(got.seconds == plain.seconds);
+  CHECK(got.sizes == plain.sizes);
+  basp_batch_problem_t shorter = old;
+  shorter.size = before - 8;
+  CHECK(partition(comm, shorter).status == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("problem->size (56)"));
+
+  p.value_head_dim = -4;
+  CHECK(partition(comm, p).status == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("value_head_dim (-4)"));
+  p.value_head_dim = int64_t{1} << 62;
+  CHECK(partition(comm, p).status == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("bytes per token") && Catch::Contains("value_head_dim 4611686018427387904"));
+  CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
 }
 
 TEST_CASE("basp_split follows tensor_split", "[capi]") {
