@@ -68,6 +68,43 @@ struct PlanDesc : basp_plan_desc_v1 {
     d.query_heads[1] = d.query_heads[2] = q_heads;
     return d;
   }
+
+  // Multi-head latent attention's Q, K and V in one exchange: `heads` heads each, q and k of qk_head_dim elements
+  // (DeepSeek-V2/V3: 192, 128 + 64 rotary), v of v_head_dim (128). The output plan is make(..., v_head_dim,
+  // {heads}). Sizes in 1..2^40.
+  static PlanDesc mla(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t qk_head_dim,
+                      int64_t v_head_dim, int64_t heads) {
+    positive("PlanDesc::mla: qk_head_dim", qk_head_dim);
+    positive("PlanDesc::mla: v_head_dim", v_head_dim);
+    PlanDesc d = make(layout, dtype, seq_len, qk_head_dim, {heads, heads, heads});
+    d.head_dims[2] = v_head_dim;
+    return d;
+  }
+
+  // The same with the rotary part of k sent once per token: q (heads, nope_dim + rope_dim), k_nope (heads,
+  // nope_dim), k_rope (one head of rope_dim serving all `heads` query heads: every rank of a group receives it, and
+  // a gather sums it over them) and v (heads, v_head_dim), tensors 0..3. Sizes in 1..2^40.
+  static PlanDesc mla_shared_rope(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t nope_dim,
+                                  int64_t rope_dim, int64_t v_head_dim, int64_t heads) {
+    positive("PlanDesc::mla_shared_rope: nope_dim", nope_dim);
+    positive("PlanDesc::mla_shared_rope: rope_dim", rope_dim);
+    positive("PlanDesc::mla_shared_rope: v_head_dim", v_head_dim);
+    PlanDesc d = make(layout, dtype, seq_len, nope_dim + rope_dim, {heads, heads, 1, heads});
+    d.head_dims[1] = nope_dim;
+    d.head_dims[2] = rope_dim;
+    d.head_dims[3] = v_head_dim;
+    d.query_heads[2] = heads;
+    return d;
+  }
+
+ private:
+  // A head size the helpers take: positive (0 would mean head_dim to the library), and small enough to add two.
+  static void positive(const char* name, int64_t value) {
+    if (value <= 0 || value > (int64_t{1} << 40)) {
+      throw Error(BASP_ERROR_INVALID_ARGUMENT,
+                  std::string(name) + " (" + std::to_string(value) + ") must be in 1..2^40");
+    }
+  }
 };
 
 struct RankInfo : basp_rank_info_v1 {
@@ -268,8 +305,10 @@ class Comm {
 
   // Batch plans (a comm made with batch_capacity > 0): the planner's groups for one packed micro-batch
   // (basp_comm_partition_batch; capacity 0: the comm's), identical on every rank for the same arguments.
+  // value_head_dim: v's (and the output's) head size, 0 = head_dim (multi-head latent attention: head_dim 192,
+  // value_head_dim 128, kv_heads = query_heads).
   Batch partition_batch(const std::vector<int64_t>& lengths, int64_t query_heads, int64_t kv_heads, int64_t head_dim,
-                        basp_dtype_t dtype, int64_t capacity = 0) const {
+                        basp_dtype_t dtype, int64_t capacity = 0, int64_t value_head_dim = 0) const {
     basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
     p.num_docs = static_cast<int32_t>(lengths.size());
     p.lengths = lengths.data();
@@ -278,6 +317,7 @@ class Comm {
     p.head_dim = head_dim;
     p.dtype = dtype;
     p.capacity = capacity;
+    p.value_head_dim = value_head_dim;
     const RankInfo self = query(0);
     const auto n = static_cast<size_t>(self.world_size);
     Batch b;

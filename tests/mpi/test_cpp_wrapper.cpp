@@ -295,3 +295,118 @@ TEST_CASE("C and C++: the planner's deprecated names give its answer", "[cpp]") 
                                   nullptr) == BASP_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(basp_last_error()).find("problem->capacity (-1)") != std::string::npos);
 }
+
+namespace {
+
+// An element of tensor t at global (token s, head h, element e) of the one sequence: distinct integers, exact in
+// FP64 (and K times one of them, the summing gather's answer for a head every rank holds).
+double mla_value(int32_t t, int64_t s, int64_t h, int64_t e) {
+  return static_cast<double>(((t * 4096 + s) * 64 + h) * 256 + e + 1);
+}
+
+// One MLA exchange of a group of all n ranks (BSHD, one sequence of seq_len tokens, FP64), written out here: tensor
+// t has heads[t] heads of dims[t] elements; a tensor of one head serving the query heads (rope) is held by every
+// rank, the others' heads split evenly. The scatter must write exactly the rank's heads of every token into
+// poisoned outputs, and the gather give the input back (the rope head summed over the n ranks holding it).
+void check_mla_exchange(const basp::Comm& comm, const basp::PlanDesc& d, const std::vector<int64_t>& heads,
+                        const std::vector<int64_t>& dims, int32_t rope) {
+  const int64_t n = world_size(), pos = world_rank(), s_loc = d.seq_len / n;
+  basp::Plan plan(comm, d);
+  const auto tensors = static_cast<int32_t>(heads.size());
+  std::vector<std::vector<double>> in(tensors), out(tensors), back(tensors);
+  std::vector<const void*> ip, hp;
+  std::vector<void*> op, bp;
+  for (int32_t t = 0; t < tensors; ++t) {
+    const int64_t h = heads[t], dim = dims[t], held = t == rope ? 1 : h / n;
+    for (int64_t s = 0; s < s_loc; ++s)
+      for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t e = 0; e < dim; ++e) in[t].push_back(mla_value(t, pos * s_loc + s, hh, e));
+    out[t].assign(static_cast<size_t>(d.seq_len * held * dim), -7777.0);
+    back[t].assign(in[t].size(), -7777.0);
+    ip.push_back(in[t].data());
+    op.push_back(out[t].data());
+    hp.push_back(out[t].data());
+    bp.push_back(back[t].data());
+  }
+  plan.scatter(ip.data(), op.data());
+  for (int32_t t = 0; t < tensors; ++t) {
+    INFO("tensor " << t);
+    const int64_t dim = dims[t], held = t == rope ? 1 : heads[t] / n, first = t == rope ? 0 : pos * held;
+    size_t wrong = 0;
+    for (int64_t s = 0; s < d.seq_len; ++s)
+      for (int64_t hh = 0; hh < held; ++hh)
+        for (int64_t e = 0; e < dim; ++e)
+          wrong += out[t][static_cast<size_t>((s * held + hh) * dim + e)] != mla_value(t, s, first + hh, e);
+    CHECK(wrong == 0);
+  }
+  plan.gather(hp.data(), bp.data());
+  for (int32_t t = 0; t < tensors; ++t) {
+    INFO("tensor " << t);
+    std::vector<double> want = in[t];
+    if (t == rope)
+      for (double& v : want) v *= static_cast<double>(n);
+    CHECK(back[t] == want);
+  }
+}
+
+}  // namespace
+
+// Multi-head latent attention: q and k of one head size and v of another in one plan (PlanDesc::mla), and the
+// rotary key sent once per token as a head every rank receives (PlanDesc::mla_shared_rope); the planner told v's
+// head size. One comm, one loop over the shapes.
+TEST_CASE("C++: MLA plans of two head sizes and a shared rotary key, bit-exact", "[cpp]") {
+  const int n = world_size();
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+  const int64_t h = 2 * n, seq = 4 * n;
+  for (const int64_t qk : {6, 5}) {
+    const int64_t v = qk - 2;
+    CAPTURE(qk, v);
+    const basp::PlanDesc d = basp::PlanDesc::mla(BASP_LAYOUT_BSHD, BASP_DTYPE_FP64, seq, qk, v, h);
+    CHECK(d.num_tensors == 3);
+    CHECK((d.num_heads[0] == h && d.num_heads[1] == h && d.num_heads[2] == h));
+    CHECK((d.head_dim == qk && d.head_dims[0] == 0 && d.head_dims[1] == 0 && d.head_dims[2] == v));
+    check_mla_exchange(comm, d, {h, h, h}, {qk, qk, v}, -1);
+    // q (nope + rope), k_nope, k_rope (one head), v.
+    const basp::PlanDesc r = basp::PlanDesc::mla_shared_rope(BASP_LAYOUT_BSHD, BASP_DTYPE_FP64, seq, qk - 2, 2, v, h);
+    CHECK(r.num_tensors == 4);
+    CHECK((r.num_heads[0] == h && r.num_heads[1] == h && r.num_heads[2] == 1 && r.num_heads[3] == h));
+    CHECK((r.head_dim == qk && r.head_dims[1] == qk - 2 && r.head_dims[2] == 2 && r.head_dims[3] == v));
+    CHECK(r.query_heads[2] == h);
+    check_mla_exchange(comm, r, {h, h, 1, h}, {qk, qk - 2, 2, v}, 2);
+  }
+  CHECK(status_of([&] { basp::PlanDesc::mla(BASP_LAYOUT_BSHD, BASP_DTYPE_FP64, seq, 6, 0, h); }) ==
+        BASP_ERROR_INVALID_ARGUMENT);
+  try {
+    basp::PlanDesc::mla_shared_rope(BASP_LAYOUT_BSHD, BASP_DTYPE_FP64, seq, 4, -2, 4, h);
+    FAIL("a negative rope_dim was taken");
+  } catch (const basp::Error& e) {
+    CHECK(e.status() == BASP_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(e.what()).find("rope_dim (-2)") != std::string::npos);
+  }
+
+  // The planner with v's head size: attention alone costs, so every plan's time scales by (D + Dv) / (2 D), and
+  // value_head_dim = head_dim answers as 0 does, bit for bit.
+  basp::CommConfig bc;
+  bc.micro_batch = 0;
+  bc.batch_capacity = 256;
+  basp::Comm batch_comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), bc);
+  basp::CostModel model = batch_comm.cost_model();
+  model.a0 = model.a1 = model.beta_node = model.beta_network = 0.0;
+  model.c2 = 1e-9;
+  model.c1 = 1e-7;
+  batch_comm.set_cost_model(model);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(5 + (i * 11) % 37);
+  const basp::Batch plain = batch_comm.partition_batch(lengths, h, h, 192, BASP_DTYPE_BF16);
+  const basp::Batch same = batch_comm.partition_batch(lengths, h, h, 192, BASP_DTYPE_BF16, 0, 192);
+  const basp::Batch mla = batch_comm.partition_batch(lengths, h, h, 192, BASP_DTYPE_BF16, 0, 128);
+  CHECK(same.predicted_seconds == plain.predicted_seconds);
+  CHECK(same.group_sizes == plain.group_sizes);
+  CHECK(plain.predicted_seconds > 0);
+  CHECK(mla.predicted_seconds == Approx(plain.predicted_seconds * (192.0 + 128.0) / 384.0).epsilon(1e-12));
+  CHECK(status_of([&] { batch_comm.partition_batch(lengths, h, h, 192, BASP_DTYPE_BF16, 0, -1); }) ==
+        BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(basp_last_error()).find("value_head_dim (-1)") != std::string::npos);
+}
