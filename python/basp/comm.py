@@ -15,7 +15,7 @@ from ._handle import CommHandle
 from .batch import Batch, CostModel
 from .errors import Error, invalid_argument
 from .oob import Channel
-from .plan import LayoutLike, Plan
+from .plan import HeadDimLike, LayoutLike, Plan
 
 BackendLike = Union[Backend, int, str]  # a member, its int, or its name ("nccl")
 PlacementLike = Union[Placement, int, str]
@@ -304,8 +304,8 @@ class Comm(CommHandle):
         _library.check(_library.lib().basp_comm_group_ranks(self._handle, g, ranks, capacity))
         return list(ranks)
 
-    def plan(self, seq_len: Optional[int], head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
-             layout: LayoutLike = Layout.BSHD, query_heads: Optional[Sequence[Optional[int]]] = None,
+    def plan(self, seq_len: Optional[int], head_dim: HeadDimLike, num_heads: Union[int, Sequence[int]],
+             dtype: DtypeLike, layout: LayoutLike = Layout.BSHD, query_heads: Optional[Sequence[Optional[int]]] = None,
              token_capacity: Optional[int] = None) -> Plan:
         """A basp.Plan on this comm (collective over the caller's group); arguments as basp.Plan's."""
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity)
@@ -359,14 +359,16 @@ class Comm(CommHandle):
             r, d = r + sizes[g], d + counts[g]
         return Batch(groups, docs=group_docs, lengths=values, rank=self.rank, predicted_seconds=seconds.value)
 
-    def batch_plan(self, batch: Batch, head_dim: int, num_heads: Union[int, Sequence[int]], dtype: DtypeLike,
-                   layout: LayoutLike = Layout.THD, query_heads: Optional[Sequence[Optional[int]]] = None,
+    def batch_plan(self, batch: Batch, head_dim: HeadDimLike, num_heads: Union[int, Sequence[int]],
+                   dtype: DtypeLike, layout: LayoutLike = Layout.THD,
+                   query_heads: Optional[Sequence[Optional[int]]] = None,
                    seq_len: Optional[int] = None, token_capacity: Optional[int] = None) -> Plan:
         """The plan of this rank's group in `batch` (a basp.Batch: partition_batch's answer or one written by hand), a
         basp.Plan like any other (scatter, gather, query; basp.torch's operators), made without talking to any
         rank (basp_batch_plan_create). Every rank makes every batch plan of the comm, in the same order, from the
         same batch. layout "thd" (default): each group's stream of its documents, each execute moving all of it
-        (num_tokens None); "bshd"/"sbhd": group g holds batch.sequences[g] sequences of seq_len tokens."""
+        (num_tokens None); "bshd"/"sbhd": group g holds batch.sequences[g] sequences of seq_len tokens. head_dim: one
+        int, or one head size per tensor, as basp.Plan takes it."""
         if not isinstance(batch, Batch):
             raise invalid_argument("basp.Comm.batch_plan: batch (a %s) is not a basp.Batch" % type(batch).__name__)
         return Plan(self, seq_len, head_dim, num_heads, dtype, layout, query_heads, token_capacity, batch=batch)

@@ -9,10 +9,10 @@ from . import _abi, _arrays, _library
 from ._abi import Backend, Layout, Path
 from ._arrays import Array, ArrayInfo, DtypeLike
 from ._handle import CommHandle, Handle
+from ._plan_desc import HeadDimLike, LayoutLike, plan_desc
 from .batch import Batch
 from .errors import Error, invalid_argument
 
-LayoutLike = Union[Layout, int, str]  # a member, its int, or "bshd" / "sbhd" / "thd"
 StreamLike = Any  # None, a torch.cuda.Stream or an int cudaStream_t
 Shape = Tuple[int, ...]
 
@@ -92,16 +92,22 @@ def _prod(xs: Sequence[int]) -> int:
     return out
 
 
-def _check_info(info: PlanInfo, num_heads: List[int]) -> None:
-    """The binding takes the shapes from the library as they are. Two cheap checks: a library that does not fill
-    them (older than this binding), and shapes that contradict the element counts the library reports beside them
-    (a library bug, better named here than as a wrong-shape error on every exchange)."""
+def _check_info(info: PlanInfo, num_heads: List[int], head_dims: List[int]) -> None:
+    """The binding takes the shapes from the library as they are. Three cheap checks: a library that does not fill
+    them (older than this binding), one that made other head sizes than asked (older than per-tensor head sizes,
+    which it then ignores), and shapes that contradict the element counts the library reports beside them (a library
+    bug, better named here than as a wrong-shape error on every exchange)."""
     if info.ndim == 0:
         raise Error(_abi.Status.ERROR_UNSUPPORTED, "basp.Plan: the loaded libbasp (%s) reports no tensor shapes "
                     "(basp_plan_info_t.ndim is 0): it is older than this binding" % _library.path())
     if info.num_tensors != len(num_heads) or not 1 <= info.ndim <= _abi.MAX_DIMS:
         raise Error(_abi.Status.ERROR_INTERNAL, "basp.Plan: the library reports num_tensors %d and ndim %d for a "
                     "plan of num_heads %r" % (info.num_tensors, info.ndim, num_heads))
+    made = [shape[-1] for shape in info.seq_sharded_shapes]
+    if made != head_dims:
+        raise Error(_abi.Status.ERROR_UNSUPPORTED, "basp.Plan: asked for head sizes %r, the loaded libbasp (%s) made "
+                    "%r: it is older than per-tensor head sizes (basp_plan_desc_v1.head_dims)" % (
+                        head_dims, _library.path(), made))
     for t in range(len(num_heads)):
         seq, head = info.seq_sharded_shapes[t], info.head_sharded_shapes[t]
         if _prod(seq) != info.seq_sharded_elems[t] or _prod(head) != info.head_sharded_elems[t]:
@@ -111,38 +117,13 @@ def _check_info(info: PlanInfo, num_heads: List[int]) -> None:
                                                                  info.head_sharded_elems[t]))
 
 
-def _head_counts(num_heads: Union[int, Sequence[int]]) -> List[int]:
-    if isinstance(num_heads, int):
-        num_heads = [num_heads]
-    counts = [int(h) for h in num_heads]
-    if len(counts) > _abi.MAX_TENSORS:
-        raise invalid_argument("basp.Plan: num_heads (%r) lists %d tensors, more than BASP_MAX_TENSORS (%d)"
-                               % (counts, len(counts), _abi.MAX_TENSORS))
-    return counts
-
-
-def _query_head_counts(query_heads: Optional[Sequence[Optional[int]]], heads: List[int]) -> List[int]:
-    """query_heads as the descriptor takes it: one entry per tensor, 0 (or None) for a query-like tensor."""
-    if query_heads is None:
-        return [0] * len(heads)
-    if isinstance(query_heads, int) or len(query_heads) != len(heads):
-        raise invalid_argument("basp.Plan: query_heads (%r) must list one entry per tensor (num_heads %r): 0 for a "
-                               "query-like tensor, else the query head count it serves" % (query_heads, heads))
-    return [0 if q is None else int(q) for q in query_heads]
-
-
-def _layout_value(layout: LayoutLike) -> int:
-    """A Layout, its int or its name -> int; unknown ints go to the library to be named there."""
-    if isinstance(layout, str):
-        if layout.upper() not in Layout.__members__:
-            raise invalid_argument("basp.Plan: layout (%r) is not 'bshd', 'sbhd' or 'thd'" % layout)
-        return int(Layout[layout.upper()])
-    return int(layout)
-
-
 class Plan(Handle):
     """Collective over the caller's group of `comm`: `len(num_heads)` tensors of `seq_len` tokens (S, full
     sequence), `head_dim` (D) and `dtype`, tensor t having num_heads[t] heads (Q, K, V: [Hq, Hkv, Hkv]).
+
+    head_dim is one int for every tensor, or a list of one head size per tensor, as num_heads lists head counts
+    (multi-head latent attention: Q and K of 192, V of 128 in one exchange: head_dim [192, 192, 128]). plan.head_dims
+    lists each tensor's size; plan.head_dim is the size they share, None where they differ.
 
     Any S and head counts: tokens of each sequence and the heads of a query-like tensor are split over the K
     positions of the group as torch.tensor_split does (the first X % K positions get one more; a position may get
@@ -170,7 +151,7 @@ class Plan(Handle):
     batch: Optional[Batch] = None  # a batch plan's basp.Batch (describing this rank), else None
     _batch_tokens: Optional[int] = None  # a THD batch plan's stream: what every execute moves
 
-    def __init__(self, comm: CommHandle, seq_len: Optional[int], head_dim: int,
+    def __init__(self, comm: CommHandle, seq_len: Optional[int], head_dim: HeadDimLike,
                  num_heads: Union[int, Sequence[int]], dtype: DtypeLike, layout: LayoutLike = Layout.BSHD,
                  query_heads: Optional[Sequence[Optional[int]]] = None,
                  token_capacity: Optional[int] = None, batch: Optional[Batch] = None) -> None:
@@ -178,19 +159,8 @@ class Plan(Handle):
             raise invalid_argument("basp.Plan: comm (a %s) is not a basp.Comm" % type(comm).__name__)
         if batch is not None and not isinstance(batch, Batch):
             raise invalid_argument("basp.Plan: batch (a %s) is not a basp.Batch" % type(batch).__name__)
-        heads = _head_counts(num_heads)
-        queries = _query_head_counts(query_heads, heads)
-        desc = _abi.PlanDesc(layout=_layout_value(layout), dtype=_arrays.basp_dtype(dtype, "basp.Plan: dtype"),
-                             seq_len=-1 if seq_len is None else int(seq_len), head_dim=int(head_dim),
-                             num_tensors=len(heads),
-                             token_capacity=0 if token_capacity is None else int(token_capacity))
-        for t, (h, q) in enumerate(zip(heads, queries)):
-            desc.num_heads[t] = h
-            desc.query_heads[t] = q
-        if any(queries) or desc.layout == Layout.THD:
-            # A library older than these fields would read the descriptor's first 112 bytes only and make another
-            # plan than the one asked for: refuse instead.
-            _library.require("basp_scatter_tokens", "basp.Plan (query_heads or layout THD)")
+        desc, heads, queries, sizes = plan_desc(seq_len, head_dim, num_heads, dtype, layout, query_heads,
+                                                token_capacity)
         handle = ctypes.c_void_p()
         if batch is None:
             _library.check(_library.lib().basp_plan_create(comm.handle, ctypes.byref(desc), ctypes.byref(handle)))
@@ -201,22 +171,24 @@ class Plan(Handle):
             del keep  # the library copied what it needs
         self._adopt_handle(handle.value)
         try:
-            self._init_fields(comm, desc, heads, queries, batch)
+            self._init_fields(comm, desc, heads, queries, sizes, batch)
         except BaseException:
             self.close()  # now, not whenever the garbage collector gets to a half-made plan
             raise
 
     def _init_fields(self, comm: CommHandle, desc: _abi.PlanDesc, heads: List[int], queries: List[int],
-                     batch: Optional[Batch] = None) -> None:
+                     sizes: Optional[List[int]], batch: Optional[Batch] = None) -> None:
         self.comm = comm
         self.backend: Union[Backend, int] = comm.backend
         self.layout = Layout(desc.layout)  # the library accepted them: known values
         self.dtype = _abi.Dtype(desc.dtype)
-        self.head_dim = int(desc.head_dim)
+        self.head_dims = [int(desc.head_dim)] * len(heads) if sizes is None else sizes
+        # The one size of every tensor, None where they differ (then head_dims says each).
+        self.head_dim: Optional[int] = self.head_dims[0] if len(set(self.head_dims)) == 1 else None
         self.num_heads = heads
         self.query_heads = queries
         self.info = self.query()
-        _check_info(self.info, heads)
+        _check_info(self.info, heads, self.head_dims)
         self.token_capacity = self.info.token_capacity  # 0 unless THD
         self.seq_len = self.token_capacity if self.layout == Layout.THD else int(desc.seq_len)
         self._seq_shapes = self.info.seq_sharded_shapes
@@ -446,9 +418,9 @@ class Plan(Handle):
             batch = ", batch group %d of %d" % (self.batch.group_index, self.batch.num_groups)
             if self._batch_tokens is not None:
                 batch += ", T=%d" % self._batch_tokens
-        return "%s, %s, %s, D=%d, heads=%r%s, K=%d, b_loc=%d%s" % (
-            self.layout.name, self.dtype.name, tokens, self.head_dim, self.num_heads, queries, self.info.group_size,
-            self.info.local_sequences, batch)
+        return "%s, %s, %s, D=%r, heads=%r%s, K=%d, b_loc=%d%s" % (
+            self.layout.name, self.dtype.name, tokens, self.head_dim or self.head_dims, self.num_heads, queries,
+            self.info.group_size, self.info.local_sequences, batch)
 
 
 def _info_or_none(x: Any, name: str) -> Optional[ArrayInfo]:

@@ -133,6 +133,17 @@ def test_plan_creation():
         library_error(lambda: comm.plan(2 * k, 4, [k], 42), INVALID, "dtype (42) is not a basp_dtype_t value")
         library_error(lambda: comm.plan(2 * k, 4, [k], np.float32, 5), INVALID, "layout (5)")
         binding_error(lambda: comm.plan(2 * k, 4, [k] * 9, np.float32), "lists 9 tensors")
+        # A head size per tensor: one per tensor, each a positive int; the binding names the entry.
+        binding_error(lambda: comm.plan(2 * k, [6, 4], [k, k, k], np.float32), "basp.Plan: head_dim ([6, 4]) lists 2 "
+                      "head sizes but num_heads ([%d, %d, %d]) 3 tensors" % (k, k, k))
+        binding_error(lambda: comm.plan(2 * k, [6, 6, 4, 4], [k, k, k], np.float32), "lists 4 head sizes",
+                      "3 tensors")
+        binding_error(lambda: comm.plan(2 * k, [6, 0, 4], [k, k, k], np.float32),
+                      "head_dim[1] (0) in [6, 0, 4] must be a positive int")
+        binding_error(lambda: comm.plan(2 * k, [6, 6, -4], [k, k, k], np.float32),
+                      "head_dim[2] (-4) in [6, 6, -4] must be a positive int")
+        binding_error(lambda: comm.plan(2 * k, [6, 2.5], [k, k], np.float32), "head_dim[1] (2.5)")
+        binding_error(lambda: comm.plan(2 * k, "6", [k], np.float32), "head_dim ('6', a str) must be an int or a list")
         binding_error(lambda: comm.plan(2 * k, 4, [k], np.complex64), "dtype (complex64) has no basp.Dtype")
         binding_error(lambda: comm.plan(2 * k, 4, [k], np.float32, "bhsd"), "layout ('bhsd')")
 

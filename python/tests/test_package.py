@@ -274,16 +274,19 @@ def test_plan_info_checks():
     from basp.plan import _check_info
 
     def body(lib):
-        _check_info(basp.PlanInfo(_plan_info_struct()), [8, 4])  # consistent: no error
+        _check_info(basp.PlanInfo(_plan_info_struct()), [8, 4], [3, 3])  # consistent: no error
         cases = [(dict(ndim=0), [8, 4], basp.Status.ERROR_UNSUPPORTED, "reports no tensor shapes"),
                  (dict(ndim=5), [8, 4], basp.Status.ERROR_INTERNAL, "num_tensors 2 and ndim 5"),
                  (dict(), [8], basp.Status.ERROR_INTERNAL, "num_tensors 2 and ndim 4 for a plan of num_heads [8]"),
-                 (dict(elems=97), [8, 4], basp.Status.ERROR_INTERNAL, "for tensor 1 but 97 and 96 elements")]
+                 (dict(elems=97), [8, 4], basp.Status.ERROR_INTERNAL, "for tensor 1 but 97 and 96 elements"),
+                 # A library older than head_dims made D 3 for both tensors where [3, 5] was asked.
+                 (dict(dims=[3, 5]), [8, 4], basp.Status.ERROR_UNSUPPORTED,
+                  "asked for head sizes [3, 5]")]
         for fields, heads, status, fragment in cases:
             struct = _plan_info_struct(fields.get("ndim", 4))
             struct.seq_sharded_elems[1] = fields.get("elems", struct.seq_sharded_elems[1])
             try:
-                _check_info(basp.PlanInfo(struct), heads)
+                _check_info(basp.PlanInfo(struct), heads, fields.get("dims", [3] * len(heads)))
             except basp.Error as e:
                 check.equal(e.status, status, "status for %r" % fields)
                 check.true(fragment in e.message, "%r lacks %r" % (e.message, fragment))

@@ -10,6 +10,9 @@ of a query-like tensor restores the input bit for bit; the gather of heads sever
 their holders computed here, on small-integer values whose sums every float type holds exactly; a summing gather of
 int32 is BASP_ERROR_UNSUPPORTED and leaves its outputs alone.
 
+Tensors of different head sizes in one plan (multi-head latent attention's q, k, v and one-head rotary key) are
+checked the same way.
+
 Run under mpirun with any number of ranks (CTest: 1, 2, 3, 4, 8)."""
 import sys
 
@@ -97,8 +100,9 @@ def to_layout(x, layout):
 
 # --- checks --------------------------------------------------------------------------------------------------------
 
-def check_info(comm, plan, seq_len, heads, queries, layout, what):
-    """The plan info against the formulas: tokens, heads, splits, shapes, replication and bytes sent."""
+def check_info(comm, plan, seq_len, heads, queries, layout, what, dims):
+    """The plan info against the formulas: tokens, heads, splits, shapes (tensor t of head size dims[t]),
+    replication and bytes sent."""
     k, l, b_loc = comm.group_size, comm.group_position, comm.micro_batch // comm.num_groups
     info = plan.info
     tb, te = split(seq_len, k, l)
@@ -111,28 +115,31 @@ def check_info(comm, plan, seq_len, heads, queries, layout, what):
         hb, he = heads_of(h, q, k, l)
         check.equal(info.head_ranges[t], range(hb, he), "heads of tensor %d, %s" % (t, what))
         check.equal(info.split_ranges[t], range(*split(q or h, k, l)), "split of tensor %d, %s" % (t, what))
-        seq, head = (b_loc, te - tb, h, D), (b_loc, seq_len, he - hb, D)
+        seq, head = (b_loc, te - tb, h, dims[t]), (b_loc, seq_len, he - hb, dims[t])
         if layout == "sbhd":
             seq, head = (seq[1], seq[0]) + seq[2:], (head[1], head[0]) + head[2:]
         check.equal((plan.seq_sharded_shape(t), plan.head_sharded_shape(t)), (seq, head),
                     "shapes of tensor %d, %s" % (t, what))
         others = sum(heads_of(h, q, k, j)[1] - heads_of(h, q, k, j)[0] for j in range(k) if j != l)
-        sent += b_loc * (te - tb) * others * D  # this rank's rows of every head some other position holds
+        sent += b_loc * (te - tb) * others * dims[t]  # this rank's rows of every head some other position holds
     elem = basp._abi.DTYPE_SIZE[plan.dtype]
     check.equal(info.bytes_sent_per_exchange, sent * elem, "bytes sent (the routing minimum), " + what)
 
 
-def exchange_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype=None):
+def exchange_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype=None, dims=None):
     """One plan: its info, a bit-exact scatter against slices of global tensors, the gather of every tensor
-    (restoring query-like inputs, summing the holders of replicated heads), or UNSUPPORTED for a summing int gather."""
+    (restoring query-like inputs, summing the holders of replicated heads), or UNSUPPORTED for a summing int gather.
+    dims: a head size per tensor (None: D for all, passed as one int)."""
     k, l, b = comm.group_size, comm.group_position, comm.micro_batch
     me = comm.query(seq_len)
-    what = "N=%d B=%d K=%d S=%d heads=%r query_heads=%r %s %s" % (N, b, k, seq_len, heads, queries, layout,
-                                                                  basp_dtype.name if basp_dtype else np.dtype(dtype))
-    plan = comm.plan(seq_len, D, heads, basp_dtype if basp_dtype is not None else dtype, layout, query_heads=queries)
-    check_info(comm, plan, seq_len, heads, queries, layout, what)
+    what = "N=%d B=%d K=%d S=%d heads=%r query_heads=%r head_dim=%r %s %s" % (
+        N, b, k, seq_len, heads, queries, dims or D, layout, basp_dtype.name if basp_dtype else np.dtype(dtype))
+    plan = comm.plan(seq_len, dims or D, heads, basp_dtype if basp_dtype is not None else dtype, layout,
+                     query_heads=queries)
+    dims = dims or [D] * len(heads)
+    check_info(comm, plan, seq_len, heads, queries, layout, what, dims)
     n = len(heads)
-    wholes = [global_bits(seed * 100 + t, (b, seq_len, h, D), dtype) for t, h in enumerate(heads)]
+    wholes = [global_bits(seed * 100 + t, (b, seq_len, h, dims[t]), dtype) for t, h in enumerate(heads)]
     inputs = [to_layout(w[me.sequences, me.tokens], layout) for w in wholes]
     originals = [x.copy() for x in inputs]
     expected = [to_layout(w[me.sequences, :, slice(*heads_of(h, q, k, l))], layout)
@@ -155,22 +162,25 @@ def exchange_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype
     plan.close()
 
 
-def summing_gather_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype=None):
+def summing_gather_case(comm, seq_len, heads, queries, dtype, layout, seed, basp_dtype=None, dims=None):
     """Each rank gathers head-sharded inputs of small integers that depend on (sequence, token, head, dim, position):
-    every output element is the sum over the holders of its head, computed here, bit for bit."""
+    every output element is the sum over the holders of its head, computed here, bit for bit. dims: as for
+    exchange_case."""
     k, l, b = comm.group_size, comm.group_position, comm.micro_batch
     me = comm.query(seq_len)
-    what = "summing gather N=%d B=%d K=%d S=%d heads=%r query_heads=%r %s %s" % (
-        N, b, k, seq_len, heads, queries, layout, basp_dtype.name if basp_dtype else np.dtype(dtype))
-    plan = comm.plan(seq_len, D, heads, basp_dtype if basp_dtype is not None else dtype, layout, query_heads=queries)
+    what = "summing gather N=%d B=%d K=%d S=%d heads=%r query_heads=%r head_dim=%r %s %s" % (
+        N, b, k, seq_len, heads, queries, dims or D, layout, basp_dtype.name if basp_dtype else np.dtype(dtype))
+    plan = comm.plan(seq_len, dims or D, heads, basp_dtype if basp_dtype is not None else dtype, layout,
+                     query_heads=queries)
+    dims = dims or [D] * len(heads)
     seqs = np.arange(me.first_sequence, me.first_sequence + me.num_sequences)
     inputs, expected = [], []
     for t, (h, q) in enumerate(zip(heads, queries)):
         hb, he = heads_of(h, q, k, l)
-        bb, ss, hh, dd = np.meshgrid(seqs, np.arange(seq_len), np.arange(hb, he), np.arange(D), indexing="ij")
+        bb, ss, hh, dd = np.meshgrid(seqs, np.arange(seq_len), np.arange(hb, he), np.arange(dims[t]), indexing="ij")
         inputs.append(to_layout(as_dtype(small_ints(seed + t, bb, ss, hh, dd, l), dtype, basp_dtype), layout))
         tb, te = split(seq_len, k, l)
-        bb, ss, hh, dd = np.meshgrid(seqs, np.arange(tb, te), np.arange(h), np.arange(D), indexing="ij")
+        bb, ss, hh, dd = np.meshgrid(seqs, np.arange(tb, te), np.arange(h), np.arange(dims[t]), indexing="ij")
         total = np.zeros(bb.shape, dtype=np.int64)
         for head in range(h):
             for j in holders(h, q, k, head):
@@ -233,6 +243,30 @@ def test_every_dtype_on_a_replicated_plan():
             exchange_case(comm, k + 1, [4, 1, 1], [0, 4, 4], dtype, ("bshd", "sbhd")[i % 2], 50 + i, basp_dtype)
         # Without a replicated head an int32 GQA plan gathers, exactly inverting its scatter.
         exchange_case(comm, 2 * k, [2 * k, k], [0, 2 * k], np.int32, "bshd", 60)
+
+
+def test_head_size_per_tensor():
+    # Multi-head latent attention's exchange (small sizes): q of 6 = 4 + 2, k_nope and v of 4, and the rotary key
+    # [1 head, 2] serving every query head, sent to each rank that has query heads and summed by the gather; GQA
+    # with smaller values; sizes of 1. Bit-exact scatter, restoring gather, and the sum over holders per tensor.
+    for b in (1, 2):
+        with basp.Comm(WORLD, micro_batch=b) as comm:
+            k = comm.group_size
+            h = k + 1
+            cases = [(2 * k + 1, [h, h, 1, h], [0, 0, h, 0], [6, 4, 2, 4]),
+                     (k + 2, [2 * k, k, k], [0, 2 * k, 2 * k], [5, 5, 3]),
+                     (3, [2, 2, 2], [0, 0, 0], [1, 3, 1])]
+            for i, (seq_len, heads, queries, dims) in enumerate(cases):
+                layout = ("bshd", "sbhd")[i % 2]
+                exchange_case(comm, seq_len, heads, queries, np.float32, layout, 70 + 10 * b + i, dims=dims)
+                summing_gather_case(comm, seq_len, heads, queries, np.float64, layout, 90 + i, dims=dims)
+            with comm.plan(4, [6, 6, 4], [k, k, k], np.float32) as plan:
+                check.equal((plan.head_dims, plan.head_dim), ([6, 6, 4], None), "sizes that differ: no head_dim")
+                check.true("D=[6, 6, 4]" in repr(plan), "repr names the sizes: %r" % plan)
+            with comm.plan(4, [5, 5], [k, k], np.float32) as plan:
+                check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "one size listed twice is head_dim")
+            with comm.plan(4, 5, [k, k], np.float32) as plan:
+                check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "an int head_dim for every tensor")
 
 
 def test_summing_gather_equals_the_sum():
