@@ -8,12 +8,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from . import _abi, _arrays
+from . import _arrays
 from ._abi import Layout
-from ._torch_exchange import head_gather, head_scatter, plan_id
+from ._torch_exchange import head_gather, head_scatter
+from ._torch_plans import AttentionPlans, empty_output
 from .batch import Batch
 from .comm import Comm
-from .errors import Error, invalid_argument
+from .errors import invalid_argument
 from .plan import LayoutLike, Plan
 
 # fn(q, k, v, causal) -> out, on head-sharded [b, h, S, D] tensors.
@@ -40,25 +41,6 @@ def default_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     if sdpa is not None:
         return sdpa(q, k, v, is_causal=causal)
     return explicit_attention(q, k, v, causal)
-
-
-def kv_head_map(plan: Plan, num_heads: int, num_kv_heads: int) -> List[int]:
-    """For a Q, K, V plan (tensors 0, 1, 2) of num_heads query and num_kv_heads key/value heads: the local K/V head
-    that each of this rank's query heads reads, kv(i) = floor((a + i) / r) - c, with a this rank's first query head,
-    r = num_heads / num_kv_heads and c its first K/V head (floor(a / r)), all from the plan info. Not uniform in
-    general: with uneven splits a rank's query heads need not start on a group boundary, and a K/V head may serve
-    query heads of several ranks."""
-    info = plan.info
-    r = num_heads // num_kv_heads
-    a, local_q = info.head_begin[0], info.head_end[0] - info.head_begin[0]
-    c, local_kv = info.head_begin[1], info.head_end[1] - info.head_begin[1]
-    kv = [(a + i) // r - c for i in range(local_q)]
-    if any(not 0 <= j < local_kv for j in kv) or (info.head_begin[2], info.head_end[2]) != (info.head_begin[1],
-                                                                                           info.head_end[1]):
-        raise Error(_abi.Status.ERROR_INTERNAL, "basp.torch: the plan gives this rank query heads %r and K/V heads %r "
-                    "and %r, which do not cover each other (num_heads %d, num_kv_heads %d)" % (
-                        info.head_ranges[0], info.head_ranges[1], info.head_ranges[2], num_heads, num_kv_heads))
-    return kv
 
 
 def _cu_list(cu_seqlens: CuSeqlens, where: str) -> List[int]:
@@ -120,52 +102,12 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     return out[0].transpose(0, 1)
 
 
-class AttentionPlans:
-    """The two plans of one attention shape: Q, K, V in one exchange (K/V following the query heads' split, so each
-    rank receives the K/V heads its query heads read) and the output; their operator ids (plan_id); `kv`, the local
-    K/V head each of this rank's query heads reads (kv_head_map); and `kv_map`, the index a layer expands K/V with
-    (None when it needs none; set by the layer, whose rule it is). Made collectively; nothing is left open if one
-    of the two plans fails."""
-
-    def __init__(self, comm: Comm, seq_len: Optional[int], num_heads: int, num_kv_heads: int, head_dim: int,
-                 dtype: Any, layout: Layout, token_capacity: Optional[int] = None,
-                 batch: Optional[Batch] = None) -> None:
-        # When K divides Hkv the K/V heads' own split is the query heads' one: planned query-like (the same
-        # routing, and the uniform shape every backend takes). A batch plan's K is its group's.
-        k = batch.group_size if batch is not None else comm.group_size
-        kv_query = 0 if num_kv_heads % k == 0 else num_heads
-        self.qkv = Plan(comm, seq_len, head_dim, [num_heads, num_kv_heads, num_kv_heads], dtype, layout,
-                        query_heads=[0, kv_query, kv_query], token_capacity=token_capacity, batch=batch)
-        try:
-            self.out = Plan(comm, seq_len, head_dim, [num_heads], dtype, layout, token_capacity=token_capacity,
-                            batch=batch)
-            try:
-                self.kv = kv_head_map(self.qkv, num_heads, num_kv_heads)
-            except BaseException:
-                self.out.close()
-                raise
-        except BaseException:
-            self.qkv.close()
-            raise
-        self.qkv_id = plan_id(self.qkv)
-        self.out_id = plan_id(self.out)
-        self.kv_map: Optional[torch.Tensor] = None
-
-    @property
-    def local_kv_heads(self) -> int:
-        return self.qkv.info.head_end[1] - self.qkv.info.head_begin[1]
-
-    def close(self) -> None:
-        self.qkv.close()
-        self.out.close()
-
-
 class BaspAttention(torch.nn.Module):
     """Attention over sequence-sharded Q, K, V with BASP redistribution around a local attention function.
 
     comm            a basp.Comm (any group size K: heads and tokens are split as torch.tensor_split does)
     num_heads       Hq, query heads of the whole model layer
-    head_dim        D
+    head_dim        D, the head size of q and k
     num_kv_heads    Hkv (default Hq), dividing Hq (GQA; 1: MQA). The K/V tensors follow the query heads' split: each
                     rank receives the K/V heads its query heads read (only those travel) and expands them locally
                     (kv_head_map); a K/V head read by several ranks is sent to each, and the backward's gather sums
@@ -179,6 +121,10 @@ class BaspAttention(torch.nn.Module):
                     be None on a comm with batch_capacity when every forward passes a batch
     varlen_attention  THD only: fn(q, k, v, cu_seqlens, max_seqlen, causal) -> out on the packed head-sharded stream
                     [T, h, D] (cu_seqlens an int32 tensor on q's device), replacing the per-document loop
+    v_head_dim      Dv, the head size of v and of the output (default D): multi-head latent attention's values
+                    (DeepSeek-V2/V3: q and k of 192, v of 128). Q, K and V still travel in one exchange (a plan of
+                    per-tensor head sizes), the output in one of Dv; the attention functions get v [.., Dv] and must
+                    return [.., Dv] (SDPA, explicit_attention and packed_attention do)
 
     Batch plans (THD, a comm made with batch_capacity): forward(q, k, v, batch=batch), batch a basp.Batch
     (comm.partition_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over
@@ -190,7 +136,7 @@ class BaspAttention(torch.nn.Module):
     def __init__(self, comm: Comm, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
                  causal: bool = False, attention: Optional[AttentionFn] = None,
                  layout: LayoutLike = Layout.BSHD, token_capacity: Optional[int] = None,
-                 varlen_attention: Optional[VarlenAttentionFn] = None) -> None:
+                 varlen_attention: Optional[VarlenAttentionFn] = None, v_head_dim: Optional[int] = None) -> None:
         super().__init__()
         where = "basp.torch.BaspAttention"
         if not isinstance(comm, Comm):
@@ -201,10 +147,13 @@ class BaspAttention(torch.nn.Module):
                 where, num_heads, num_kv_heads))
         if head_dim <= 0:
             raise invalid_argument("%s: head_dim (%d) must be positive" % (where, head_dim))
+        if v_head_dim is not None and v_head_dim <= 0:
+            raise invalid_argument("%s: v_head_dim (%d) must be positive (None: head_dim)" % (where, v_head_dim))
         self.comm = comm
         self.num_heads = int(num_heads)
         self.num_kv_heads = int(num_kv_heads)
         self.head_dim = int(head_dim)
+        self.v_head_dim = self.head_dim if v_head_dim is None else int(v_head_dim)
         self.causal = bool(causal)
         self.attention = attention if attention is not None else default_attention
         self.varlen_attention = varlen_attention
@@ -233,7 +182,7 @@ class BaspAttention(torch.nn.Module):
             basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
             tokens = None if self.layout == Layout.THD else key[0]
             plans = AttentionPlans(self.comm, tokens, self.num_heads, self.num_kv_heads, self.head_dim, basp_dtype,
-                                   self.layout, self.token_capacity)
+                                   self.layout, self.token_capacity, v_head_dim=self.v_head_dim)
             if plans.kv != list(range(plans.local_kv_heads)):
                 plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
             self._plans[key] = plans
@@ -274,7 +223,8 @@ class BaspAttention(torch.nn.Module):
         and kept on the caller's object `owner` (its `_attention_plans`), shared by the layers of one shape: they
         live as long as the caller holds the batch."""
         cache = owner.__dict__.setdefault("_attention_plans", {})
-        key = (self.comm.handle, self.num_heads, self.num_kv_heads, self.head_dim, dtype, str(torch.device(device)))
+        key = (self.comm.handle, self.num_heads, self.num_kv_heads, self.head_dim, self.v_head_dim, dtype,
+               str(torch.device(device)))
         plans = cache.get(key)
         if plans is None or plans.qkv.closed or plans.out.closed:
             if compiling():
@@ -282,7 +232,7 @@ class BaspAttention(torch.nn.Module):
                                        "the layer: call layer.prepare(dtype=..., device=..., batch=batch) first")
             basp_dtype = _arrays.basp_dtype(dtype, "basp.torch.BaspAttention: dtype")
             plans = AttentionPlans(self.comm, None, self.num_heads, self.num_kv_heads, self.head_dim, basp_dtype,
-                                   Layout.THD, None, batch=batch)
+                                   Layout.THD, None, batch=batch, v_head_dim=self.v_head_dim)
             if plans.kv != list(range(plans.local_kv_heads)):
                 plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
             cache[key] = plans
@@ -302,21 +252,36 @@ class BaspAttention(torch.nn.Module):
             plans = self._plans[key]
         return plans.qkv_id, plans.out_id, plans.kv_map
 
-    def _check(self, name: str, x: Any, heads: int) -> None:
+    def _check(self, name: str, x: Any, heads: int, head_dim: int) -> None:
         ndim = 3 if self.layout == Layout.THD else 4
         if not isinstance(x, torch.Tensor) or x.dim() != ndim:
             raise invalid_argument("basp.torch.BaspAttention: %s must be a %d-d torch.Tensor (%s), got %s" % (
                 name, ndim, self.layout.name, tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
-        if x.shape[-2] != heads or x.shape[-1] != self.head_dim:
+        if x.shape[-2] != heads or x.shape[-1] != head_dim:
             raise invalid_argument("basp.torch.BaspAttention: %s has shape %s: expected %d heads of dim %d in "
-                                   "its last two dims (%s)" % (name, tuple(x.shape), heads, self.head_dim,
+                                   "its last two dims (%s)" % (name, tuple(x.shape), heads, head_dim,
                                                                self.layout.name))
+
+    def _check_inputs(self, where: str, q: Any, k: Any, v: Any) -> None:
+        self._check("q", q, self.num_heads, self.head_dim)
+        check_layer_call(where, self.comm, q)
+        if isinstance(k, torch.Tensor) and k.dim() == q.dim() and k.shape[-1] != q.shape[-1]:
+            raise invalid_argument("%s: q %s and k %s have different head sizes (%d, %d): attention takes q and k of "
+                                   "one size (head_dim); only v may differ (v_head_dim)" % (
+                                       where, tuple(q.shape), tuple(k.shape), q.shape[-1], k.shape[-1]))
+        self._check("k", k, self.num_kv_heads, self.head_dim)
+        self._check("v", v, self.num_kv_heads, self.v_head_dim)
+        for name, x in (("k", k), ("v", v)):
+            if x.shape[:-2] != q.shape[:-2] or x.dtype != q.dtype or x.device != q.device:
+                raise invalid_argument("%s: %s (%s, %s, %s) does not match q (%s, %s, %s) in the token dims, dtype "
+                                       "and device" % (where, name, tuple(x.shape), x.dtype, x.device, tuple(q.shape),
+                                                       q.dtype, q.device))
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_len: Optional[int] = None,
                 cu_seqlens: Optional[CuSeqlens] = None, max_seqlen: Optional[int] = None,
                 num_tokens: Optional[int] = None, batch: Optional[Batch] = None) -> torch.Tensor:
-        """q [b_loc, S_l, Hq, D], k and v [b_loc, S_l, Hkv, D] (BSHD; SBHD swaps the first two; THD [T_l, H, D])
-        -> the attention output, sequence-sharded like q.
+        """q [b_loc, S_l, Hq, D], k [b_loc, S_l, Hkv, D] and v [b_loc, S_l, Hkv, Dv] (BSHD; SBHD swaps the first
+        two; THD [T_l, H, D]) -> the attention output [b_loc, S_l, Hq, Dv], sequence-sharded like q.
 
         seq_len: S, the full sequence length; needed when the group size K does not divide it (default: S_l * K).
         cu_seqlens (THD, required): the document boundaries of the group's stream, [0, ..., T], the same on every
@@ -329,15 +294,7 @@ class BaspAttention(torch.nn.Module):
         (batch.cu_seqlens) and length the batch gives: cu_seqlens and num_tokens are then not passed.
         """
         where = "basp.torch.BaspAttention"
-        self._check("q", q, self.num_heads)
-        check_layer_call(where, self.comm, q)
-        self._check("k", k, self.num_kv_heads)
-        self._check("v", v, self.num_kv_heads)
-        for name, x in (("k", k), ("v", v)):
-            if x.shape[:-2] != q.shape[:-2] or x.dtype != q.dtype or x.device != q.device:
-                raise invalid_argument("%s: %s (%s, %s, %s) does not match q (%s, %s, %s) in the token dims, dtype "
-                                       "and device" % (where, name, tuple(x.shape), x.dtype, x.device, tuple(q.shape),
-                                                       q.dtype, q.device))
+        self._check_inputs(where, q, k, v)
         if batch is not None:
             owner, batch = batch, self._own_batch(batch, where)
             if cu_seqlens is not None or num_tokens is not None or seq_len is not None:
@@ -365,8 +322,8 @@ class BaspAttention(torch.nn.Module):
         qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
-        # A rank without query heads (Hq < K) has nothing to compute: its output [b, 0, S, D] is qh's shape.
-        out = self.attention(qh, kh, vh, self.causal) if qh.shape[1] else qh
+        # A rank without query heads (Hq < K) has nothing to compute: its output is [b, 0, S, Dv].
+        out = self.attention(qh, kh, vh, self.causal) if qh.shape[1] else empty_output(qh, self.v_head_dim)
         from_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (2, 0, 1, 3)
         (out,) = head_gather(out_id, out.permute(*from_bhsd).contiguous())
         return out
@@ -407,7 +364,7 @@ class BaspAttention(torch.nn.Module):
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
         if not qh.shape[1]:
-            out = qh  # no query heads here: nothing to compute
+            out = empty_output(qh, self.v_head_dim)  # no query heads here: nothing to compute
         elif self.varlen_attention is not None:
             cu_dev = cu_t.to(device=q.device, dtype=torch.int32)
             if max_seqlen is None:
@@ -420,7 +377,7 @@ class BaspAttention(torch.nn.Module):
             # A tensor of boundaries: one masked attention over the stream (a graph torch.compile can trace).
             out = packed_attention(qh, kh, vh, cu_t.to(q.device), self.causal)
         else:
-            pieces = [qh[:0]]
+            pieces = [empty_output(qh[:0], self.v_head_dim)]
             for begin, end in zip(cu_list, cu_list[1:]):
                 if end > begin:  # [L, h, D] -> [1, h, L, D] -> attention -> [L, h, D]
                     doc = [x[begin:end].transpose(0, 1).unsqueeze(0) for x in (qh, kh, vh)]
@@ -437,6 +394,7 @@ class BaspAttention(torch.nn.Module):
 
     def extra_repr(self) -> str:
         capacity = ", token_capacity=%d" % self.token_capacity if self.token_capacity is not None else ""
-        return "num_heads=%d, num_kv_heads=%d, head_dim=%d, causal=%s, layout=%s%s, K=%d" % (
-            self.num_heads, self.num_kv_heads, self.head_dim, self.causal, self.layout.name, capacity,
+        v_dim = ", v_head_dim=%d" % self.v_head_dim if self.v_head_dim != self.head_dim else ""
+        return "num_heads=%d, num_kv_heads=%d, head_dim=%d%s, causal=%s, layout=%s%s, K=%d" % (
+            self.num_heads, self.num_kv_heads, self.head_dim, v_dim, self.causal, self.layout.name, capacity,
             self.comm.group_size)

@@ -31,8 +31,10 @@ K/V head read by query heads of two ranks goes to both; the backward sums its gr
 heads do not read its K/V heads in the plain grouped order, its K/V are expanded to one head per query head before
 local_attention is called. DeepSpeed needs K | S, refuses Hkv < K, and for K not dividing Hkv splits whole K/V groups
 over the ranks (an uneven all-to-all). When K divides Hkv both give each rank the same heads, and the same results.
-Also: the batch each rank holds is fixed by the comm (B/G sequences; DeepSpeed takes any b per call); the rotary
-results keep query's dtype; a rank without query heads (Hq < K) does not call local_attention.
+Values may have another head size than query and key (multi-head latent attention): the output then has value's;
+Q, K and V still travel in one exchange. Also: the batch each rank holds is fixed by the comm (B/G sequences;
+DeepSpeed takes any b per call); the rotary results keep query's dtype; a rank without query heads (Hq < K) does not
+call local_attention.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from ._abi import Layout
-from ._torch_attention import AttentionPlans, compiling, check_layer_call
+from ._torch_attention import compiling, check_layer_call
+from ._torch_plans import AttentionPlans, empty_output
 from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter
 from .comm import Comm
 from .errors import invalid_argument
@@ -50,8 +53,8 @@ WHERE = "basp.torch.DistributedAttention"
 # A symbolic int under torch.compile (PyTorch 2); plain ints only on older PyTorch.
 _INTS: Tuple[type, ...] = (int,) + SYMBOLIC_INTS
 
-# (layout, S, Hq, Hkv, D, dtype, device) -> the plans' state.
-PlanKey = Tuple[Layout, int, int, int, int, Any, str]
+# (layout, S, Hq, Hkv, D, Dv, dtype, device) -> the plans' state.
+PlanKey = Tuple[Layout, int, int, int, int, int, Any, str]
 
 
 def _is_process_group(x: Any) -> bool:
@@ -99,8 +102,9 @@ class DistributedAttention(torch.nn.Module):
                      reads K/V head i // (Hq_l / Hkv_l): what SDPA with enable_gqa, flash-attn and DeepSpeed's own
                      split give) or, where this rank's query heads straddle K/V groups unevenly (heads not dividing
                      K), exactly Hq_l heads, K/V expanded to one per query head (MHA). So a GQA-aware attention and a
-                     plain one that repeats K/V by Hq_l / Hkv_l both work. It must return [S, b_loc, Hq_l, D]
-                     (resp. [b_loc, S, Hq_l, D]) of q's dtype. It is not called on a rank without query heads
+                     plain one that repeats K/V by Hq_l / Hkv_l both work. It must return [S, b_loc, Hq_l, Dv]
+                     (resp. [b_loc, S, Hq_l, Dv]) of q's dtype, Dv being value's head size (D unless the values
+                     have another, as multi-head latent attention's do). It is not called on a rank without query heads
                      (Hq < K); that rank's context is empty.
     comm             a basp.Comm, or a torch.distributed ProcessGroup: then the comm is made now (collective over
                      the group) by basp.torch.comm_from_process_group(micro_batch, group=comm, num_groups=...),
@@ -118,7 +122,7 @@ class DistributedAttention(torch.nn.Module):
     Each rank's inputs hold b_loc = B/G sequences (with Ulysses, all B) and its tokens of each: with K dividing S,
     S/K contiguous tokens in group-position order; otherwise pass seq_len=S to forward (the tokens are split as
     torch.tensor_split does, the first S % K positions holding one more; comm.query(S).tokens says which).
-    Plans are made on first use for each (layout, S, Hq, Hkv, D, dtype, device) and kept; call prepare() for each
+    Plans are made on first use for each (layout, S, Hq, Hkv, D, Dv, dtype, device) and kept; call prepare() for each
     shape before torch.compile traces the layer. Every rank of a group must run the same forward/backward sequence.
     """
 
@@ -172,19 +176,19 @@ class DistributedAttention(torch.nn.Module):
 
     # -- plans ---------------------------------------------------------------------------------------------------
 
-    def _key(self, layout: Layout, seq_len: int, num_heads: int, num_kv_heads: int, head_dim: int, dtype: Any,
-              device: Union[torch.device, str]) -> PlanKey:
-        return (layout, int(seq_len), int(num_heads), int(num_kv_heads), int(head_dim), dtype,
+    def _key(self, layout: Layout, seq_len: int, num_heads: int, num_kv_heads: int, head_dim: int,
+             v_head_dim: int, dtype: Any, device: Union[torch.device, str]) -> PlanKey:
+        return (layout, int(seq_len), int(num_heads), int(num_kv_heads), int(head_dim), int(v_head_dim), dtype,
                 str(torch.device(device)))
 
     def _make(self, key: PlanKey) -> AttentionPlans:
-        layout, seq_len, hq, hkv, head_dim, dtype, device = key
-        if seq_len <= 0 or hq <= 0 or hkv <= 0 or hq % hkv != 0 or head_dim <= 0:
-            raise invalid_argument("%s: seq_len (%d), num_heads (%d), num_kv_heads (%d), head_dim (%d): all must be "
-                                   "positive and num_kv_heads must divide num_heads" % (WHERE, seq_len, hq, hkv,
-                                                                                        head_dim))
+        layout, seq_len, hq, hkv, head_dim, v_head_dim, dtype, device = key
+        if seq_len <= 0 or hq <= 0 or hkv <= 0 or hq % hkv != 0 or head_dim <= 0 or v_head_dim <= 0:
+            raise invalid_argument("%s: seq_len (%d), num_heads (%d), num_kv_heads (%d), head_dim (%d), v_head_dim "
+                                   "(%d): all must be positive and num_kv_heads must divide num_heads" % (
+                                       WHERE, seq_len, hq, hkv, head_dim, v_head_dim))
         # K/V follow the query heads' split: DeepSpeed's own even split when K divides Hkv.
-        plans = AttentionPlans(self.comm, seq_len, hq, hkv, head_dim, dtype, layout)
+        plans = AttentionPlans(self.comm, seq_len, hq, hkv, head_dim, dtype, layout, v_head_dim=v_head_dim)
         if plans.kv and not _grouped(plans.kv, plans.local_kv_heads):
             plans.kv_map = torch.tensor(plans.kv, dtype=torch.long, device=device)
         return plans
@@ -193,31 +197,37 @@ class DistributedAttention(torch.nn.Module):
         plans = self._plans.get(key)
         if plans is None:
             if compiling():
+                other = [k[5] for k in self._plans if k[:5] + k[6:] == key[:5] + key[6:]]
+                if other:
+                    raise invalid_argument("%s: value has head size %d (%s), but this shape's plans were prepared "
+                                           "for values of head size %s: call layer.prepare(..., v_head_dim=%d) before "
+                                           "compiling" % (WHERE, key[5], self._describe_key(key), other, key[5]))
                 raise invalid_argument("%s: no plan for %s while torch.compile traces the layer: call "
                                        "layer.prepare(seq_len, num_heads, head_dim, num_kv_heads, dtype, device, "
-                                       "batch_dim_idx) before compiling (plans are collective, made eagerly)"
-                                       % (WHERE, self._describe_key(key)))
+                                       "batch_dim_idx, v_head_dim) before compiling (plans are collective, made "
+                                       "eagerly)" % (WHERE, self._describe_key(key)))
             plans = self._make(key)
             self._plans[key] = plans
         return plans
 
     @staticmethod
     def _describe_key(key: PlanKey) -> str:
-        layout, seq_len, hq, hkv, head_dim, dtype, device = key
-        return "batch_dim_idx %d, S=%d, Hq=%d, Hkv=%d, D=%d, %s on %s" % (
-            0 if layout == Layout.BSHD else 1, seq_len, hq, hkv, head_dim, dtype, device)
+        layout, seq_len, hq, hkv, head_dim, v_head_dim, dtype, device = key
+        return "batch_dim_idx %d, S=%d, Hq=%d, Hkv=%d, D=%d, Dv=%d, %s on %s" % (
+            0 if layout == Layout.BSHD else 1, seq_len, hq, hkv, head_dim, v_head_dim, dtype, device)
 
     def prepare(self, seq_len: int, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
                 dtype: Any = torch.float32, device: Union[torch.device, str] = "cpu",
-                batch_dim_idx: int = 1) -> "DistributedAttention":
+                batch_dim_idx: int = 1, v_head_dim: Optional[int] = None) -> "DistributedAttention":
         """Makes the plans for full sequences of seq_len tokens, num_heads query and num_kv_heads (default
-        num_heads) key/value heads of head_dim, `dtype` on `device`, for inputs laid out as batch_dim_idx says (1:
-        [s, b, h, d], 0: [b, s, h, d]) now: collective over the group. Needed before torch.compile traces the
-        layer, once per shape it will see."""
+        num_heads) key/value heads of head_dim (values: v_head_dim, default head_dim), `dtype` on `device`, for
+        inputs laid out as batch_dim_idx says (1: [s, b, h, d], 0: [b, s, h, d]) now: collective over the group.
+        Needed before torch.compile traces the layer, once per shape it will see."""
         bdi = _int_arg("batch_dim_idx", batch_dim_idx, (0, 1), "the batch dimension of the layer's inputs")
         layout = Layout.BSHD if bdi == 0 else Layout.SBHD
         hkv = num_heads if num_kv_heads is None else num_kv_heads
-        self._get(self._key(layout, seq_len, num_heads, hkv, head_dim, dtype, device))
+        dv = head_dim if v_head_dim is None else v_head_dim
+        self._get(self._key(layout, seq_len, num_heads, hkv, head_dim, dv, dtype, device))
         return self
 
     # -- forward -------------------------------------------------------------------------------------------------
@@ -225,8 +235,9 @@ class DistributedAttention(torch.nn.Module):
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, batch_dim_idx: int,
                 rotary_pos_emb: Optional[Sequence[torch.Tensor]] = None, *args: Any, seq_len: Optional[int] = None,
                 **kwargs: Any) -> torch.Tensor:
-        """query [s_l, b_loc, Hq, D] and key, value [s_l, b_loc, Hkv, D] for batch_dim_idx 1 ([b_loc, s_l, ., D] for
-        0) -> the attention output, sequence-sharded like query.
+        """query [s_l, b_loc, Hq, D], key [s_l, b_loc, Hkv, D] and value [s_l, b_loc, Hkv, Dv] for batch_dim_idx 1
+        ([b_loc, s_l, ., .] for 0) -> the attention output [s_l, b_loc, Hq, Dv], sequence-sharded like query. Q, K
+        and V travel in one exchange whatever Dv is (a plan of per-tensor head sizes).
 
         rotary_pos_emb: None, or (cos, sin) as DeepSpeed takes them: each permuted (1, 0, 2, 3) and applied to q and
         k after the exchange (whole sequences), rotate-half convention, on the first cos.shape[-1] channels; the
@@ -242,12 +253,16 @@ class DistributedAttention(torch.nn.Module):
                     tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
         check_layer_call(WHERE, self.comm, query)
         hq, head_dim = query.shape[2], query.shape[3]
-        hkv = key.shape[2]
+        hkv, v_head_dim = key.shape[2], value.shape[3]
+        if key.shape[3] != head_dim:
+            raise invalid_argument("%s: query %s and key %s have different head sizes (%d, %d): attention takes query "
+                                   "and key of one size; only value may differ" % (
+                                       WHERE, tuple(query.shape), tuple(key.shape), head_dim, key.shape[3]))
         for name, x in (("key", key), ("value", value)):
-            if (x.shape[:2] != query.shape[:2] or x.shape[3] != head_dim or x.shape[2] != hkv
+            if (x.shape[:2] != query.shape[:2] or x.shape[2] != hkv
                     or x.dtype != query.dtype or x.device != query.device):
                 raise invalid_argument("%s: %s (%s, %s, %s) does not match query (%s, %s, %s): the same token and "
-                                       "batch dims, head dim, dtype and device (value as key in heads)" % (
+                                       "batch dims, dtype and device (value as key in heads)" % (
                                            WHERE, name, tuple(x.shape), x.dtype, x.device, tuple(query.shape),
                                            query.dtype, query.device))
         if hkv == 0 or hq % hkv != 0:
@@ -260,7 +275,7 @@ class DistributedAttention(torch.nn.Module):
         elif isinstance(seq_len, bool) or not isinstance(seq_len, _INTS) or seq_len <= 0:
             raise invalid_argument("%s: seq_len (%r) must be a positive int, the full sequence length" % (
                 WHERE, seq_len))
-        plans = self._get(self._key(layout, seq_len, hq, hkv, head_dim, query.dtype, query.device))
+        plans = self._get(self._key(layout, seq_len, hq, hkv, head_dim, v_head_dim, query.dtype, query.device))
         local_tokens = plans.qkv.info.token_end - plans.qkv.info.token_begin
         if query.shape[bdi] != plans.qkv.info.local_sequences or query.shape[s_dim] != local_tokens:
             raise invalid_argument("%s: query has shape %s, with %d sequences in dim batch_dim_idx (%d) and %d "
@@ -276,16 +291,19 @@ class DistributedAttention(torch.nn.Module):
             q, k = rotate_half_embedding(q, cos, sin).to(q.dtype), rotate_half_embedding(k, cos, sin).to(k.dtype)
         if plans.kv_map is not None:
             k, v = k.index_select(2, plans.kv_map), v.index_select(2, plans.kv_map)
+        expected = q.shape[:3] + (v_head_dim,)
         if q.shape[2] == 0:
-            context = q  # no query heads on this rank (Hq < K): nothing to compute
+            context = empty_output(q, v_head_dim)  # no query heads on this rank (Hq < K): nothing to compute
         else:
             context = self.local_attn(q, k, v, *args, **kwargs)
-            if (not isinstance(context, torch.Tensor) or context.shape != q.shape or context.dtype != q.dtype
+            if (not isinstance(context, torch.Tensor) or context.shape != expected or context.dtype != q.dtype
                     or context.device != q.device):
-                raise invalid_argument("%s: local_attention returned %s; expected %s %s on %s (the layout of q)" % (
-                    WHERE, "%s %s on %s" % (tuple(context.shape), context.dtype, context.device)
-                    if isinstance(context, torch.Tensor) else "a %s" % type(context).__name__,
-                    tuple(q.shape), q.dtype, q.device))
+                raise invalid_argument("%s: local_attention returned %s; expected %s %s on %s (the layout of q, "
+                                       "value's head size)" % (
+                                           WHERE, "%s %s on %s" % (tuple(context.shape), context.dtype,
+                                                                   context.device)
+                                           if isinstance(context, torch.Tensor) else "a %s" % type(context).__name__,
+                                           tuple(expected), q.dtype, q.device))
         (output,) = head_gather(plans.out_id, context.contiguous())
         return output
 

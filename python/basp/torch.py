@@ -21,12 +21,13 @@ calling convention), and an attention backend for HF transformers (register_hf_a
 from __future__ import annotations
 
 from ._torch_attention import (AttentionFn, BaspAttention, CuSeqlens, VarlenAttentionFn, default_attention,
-                               explicit_attention, kv_head_map, packed_attention)
+                               explicit_attention, packed_attention)
 from ._torch_deepspeed import DistributedAttention
 from ._torch_exchange import (GATHER, HAVE_CUSTOM_OPS, SCATTER, Exchange, head_gather, head_scatter, plan_by_id,
                               plan_id)
 from ._torch_group import ProcessGroupAllgather, comm_from_process_group
 from ._torch_hf import register_hf_attention
+from ._torch_plans import kv_head_map
 
 __all__ = [
     "AttentionFn", "BaspAttention", "CuSeqlens", "DistributedAttention", "Exchange", "GATHER", "HAVE_CUSTOM_OPS",

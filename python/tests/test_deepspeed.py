@@ -7,7 +7,8 @@
    and not (seq_len=), causal passed through **kwargs, a scale through *args, DeepSpeed's rotary_pos_emb, Ulysses
    (num_groups=1) and BASP (B = 2 and 4). The local attention records what it receives: whole sequences of this
    rank's heads, K/V grouped or expanded as the docstring says.
-2. Refusals: every unsupported argument is named with its value.
+2. Refusals: every unsupported argument is named with its value. Values of another head size than query and key
+   (multi-head latent attention), against float64 attention, and named when the plans were prepared without it.
 3. torch.compile (PyTorch >= 2.4, backend aot_eager, fullgraph) of a prepared layer equals the eager one.
 4. Against DeepSpeed's own DistributedAttention (deepspeed.sequence.layer) over a gloo process group spanning the
    job, when `import deepspeed` works: the same inputs, local attention and rotary embedding through both, Ulysses
@@ -88,14 +89,14 @@ def rope_reference(x, cos, sin):
     return torch.cat((turned, x[..., rot:]), dim=-1)
 
 
-def data(b, s, hq, hkv, rot, seed, dtype=torch.float64):
-    """Global q, k, v, output gradient (BSHD) and rotary cos/sin [S, rot] (None when rot is 0): seeded, the same on
-    every rank."""
+def data(b, s, hq, hkv, rot, seed, dtype=torch.float64, d=D, dv=D):
+    """Global q, k (head size d), v, output gradient (dv), all BSHD, and rotary cos/sin [S, rot] (None when rot is
+    0): seeded, the same on every rank."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, s, hq, D, generator=g, dtype=dtype)
-    k = torch.randn(b, s, hkv, D, generator=g, dtype=dtype)
-    v = torch.randn(b, s, hkv, D, generator=g, dtype=dtype)
-    dout = torch.randn(b, s, hq, D, generator=g, dtype=dtype)
+    q = torch.randn(b, s, hq, d, generator=g, dtype=dtype)
+    k = torch.randn(b, s, hkv, d, generator=g, dtype=dtype)
+    v = torch.randn(b, s, hkv, dv, generator=g, dtype=dtype)
+    dout = torch.randn(b, s, hq, dv, generator=g, dtype=dtype)
     rope = None
     if rot:
         angle = torch.randn(s, rot, generator=g, dtype=dtype)
@@ -110,7 +111,7 @@ def reference(q, k, v, dout, rope, scale, causal):
     s, hq, hkv = q.shape[1], q.shape[2], k.shape[2]
     kv_of = torch.arange(hq) // (hq // hkv)
     kk, vv = kk.index_select(2, kv_of), v.index_select(2, kv_of)
-    scores = scale * torch.einsum("bqhd,bkhd->bhqk", qq, kk) / math.sqrt(D)
+    scores = scale * torch.einsum("bqhd,bkhd->bhqk", qq, kk) / math.sqrt(q.shape[-1])
     if causal:
         scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
     out = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), vv)
@@ -231,7 +232,9 @@ def test_refusals_name_the_argument():
         kv = torch.randn(2, 2, 2, D)
         expect_error(lambda: layer(q, kv, kv, 2), INV, "batch_dim_idx (2)")
         expect_error(lambda: layer(q, kv.double(), kv, 1), INV, "key", "does not match query")
-        expect_error(lambda: layer(q, kv, kv[..., :2], 1), INV, "value", "does not match query")
+        expect_error(lambda: layer(q, kv, kv[:1], 1), INV, "value", "does not match query")
+        expect_error(lambda: layer(q, kv[..., :2], kv, 1), INV, "query (2, 2, 4, 4) and key (2, 2, 2, 2) have "
+                     "different head sizes (4, 2)")
         expect_error(lambda: layer(q[0], kv, kv, 1), INV, "query must be a 4-d")
         expect_error(lambda: layer(q[:, :, :3], kv, kv, 1), INV, "key has 2 heads", "query's 3")
         expect_error(lambda: layer(q, kv[:, :, :1], kv[:, :, :1], 1), INV, "num_kv_heads (2)", "key's 1")
@@ -250,6 +253,60 @@ def test_refusals_name_the_argument():
         expect_error(lambda: bad(q, kv.repeat(1, 1, 2, 1), kv.repeat(1, 1, 2, 1), 1), INV,
                      "local_attention returned")
         bad.close()
+        layer.close()
+
+
+def test_values_of_another_head_size():
+    # Multi-head latent attention's shapes: query and key of 6 channels, value of 4 (the output has value's), in one
+    # exchange; one K/V head per query head (3/3: uneven at K = 2 and 4, and at K = 4 a rank without query heads)
+    # and grouped GQA (8/2), with a rotary embedding on query and key, both layouts; against float64 attention.
+    for hq, hkv in ((3, 3), (8, 2)):
+        for bdi in (0, 1):
+            comm = basp.Comm(WORLD, micro_batch=2)
+            kk = comm.group_size
+            s = 2 * kk + 1
+            q, k, v, dout, rope = data(2, s, hq, hkv, 2, 700 + 10 * hq + bdi, d=6, dv=4)
+            ref = reference(q, k, v, dout, rope, 1.0, True)
+            info = comm.query(s)
+            loc = [basp.data.local_shard(in_layout(x, bdi), info, "bshd" if bdi == 0 else "sbhd")
+                   for x in (q, k, v, dout)]
+            ql, kl, vl = (x.requires_grad_() for x in loc[:3])
+            layer = bt.DistributedAttention(LocalAttention(bdi), comm)
+            out = layer(ql, kl, vl, bdi, rope_argument(rope, bdi), causal=True, seq_len=s)
+            (out * loc[3]).sum().backward()
+            what = "G=%d K=%d Hq=%d Hkv=%d S=%d batch_dim_idx=%d, D 6, Dv 4" % (comm.num_groups, kk, hq, hkv, s, bdi)
+            check.equal(tuple(out.shape), tuple(ql.shape[:3]) + (4,), "output of value's head size, " + what)
+            (plans,) = layer._plans.values()
+            check.equal((plans.qkv.head_dims, plans.out.head_dims), ([6, 6, 4], [4]), "one Q/K/V plan, " + what)
+            for name, t in (("out", out), ("dq", ql.grad), ("dk", kl.grad), ("dv", vl.grad)):
+                err = (gather_global(info, t, bdi) - ref[name]).abs().max().item()
+                check.true(err <= TOL, "%s: max abs error %.3g, %s" % (name, err, what))
+            layer.close()
+            comm.close()
+
+
+def test_prepared_without_the_value_size():
+    # Under torch.compile (made to look so here) the plans must exist: values of another size than prepared are
+    # named, with the size to prepare; prepared with it, the layer runs.
+    import basp._torch_deepspeed as layer_module
+    with basp.Comm(WORLD, micro_batch=2, num_groups=1) as comm:
+        s = 2 * comm.group_size
+        layer = bt.DistributedAttention(LocalAttention(1), comm).prepare(s, 4, 6, dtype=torch.float64)
+        q = torch.randn(2, 2, 4, 6, dtype=torch.float64)  # [s_l, b, h, D]
+        v = torch.randn(2, 2, 4, 3, dtype=torch.float64)
+        eager = layer_module.compiling
+
+        def traced(fn):
+            layer_module.compiling = lambda: True
+            try:
+                return fn()
+            finally:
+                layer_module.compiling = eager
+
+        expect_error(lambda: traced(lambda: layer(q, q, v, 1)), INV, "value has head size 3", "Dv=3",
+                     "prepared for values of head size [6]", "v_head_dim=3")
+        layer.prepare(s, 4, 6, dtype=torch.float64, v_head_dim=3)
+        check.equal(tuple(traced(lambda: layer(q, q, v, 1)).shape), (2, 2, 4, 3), "prepared with v_head_dim, it runs")
         layer.close()
 
 
