@@ -12,9 +12,11 @@ basp.torch.BaspAttention on the rank's Q, K, V, so that every query sees its who
 
 What transformers hands the function, and what it does with it (transformers 5: AttentionInterface):
   fn(module, query, key, value, attention_mask, scaling=..., dropout=..., **kwargs) -> (attn_output, None), with
-  query [b, Hq, S_l, D] and key/value [b, Hkv, S_l, D] after RoPE; attn_output [b, S_l, Hq, D], which the caller
-  reshapes to [b, S_l, Hq * D]. The layer's heads (Hq, Hkv: GQA and MQA included, any ratio BaspAttention takes)
-  and head dim come from those shapes: one BaspAttention (and its plans) per (Hq, Hkv, D), made on first use.
+  query and key [b, Hq / Hkv, S_l, D] after RoPE and value [b, Hkv, S_l, Dv]; attn_output [b, S_l, Hq, Dv], which
+  the caller reshapes to [b, S_l, Hq * Dv]. The layer's heads (Hq, Hkv: GQA and MQA included, any ratio
+  BaspAttention takes) and head sizes come from those shapes: Dv differs from D in multi-head latent attention
+  (DeepSeek-V2/V3, whose key arrives with its rotary part already broadcast to every head). One BaspAttention (and
+  its plans) per (Hq, Hkv, D, Dv), made on first use.
   `scaling` is honoured (the local attention is SDPA with scale=scaling).
 
 Masking. The attention is causal over the whole sequence, applied after the head scatter, where each rank holds whole
@@ -70,7 +72,7 @@ class HFAttention:
     """The attention function (and mask function) that register_hf_attention registers with transformers.
 
     Callable as transformers' AttentionInterface expects; `mask` is the AttentionMaskInterface entry. `layers`
-    holds one BaspAttention per (Hq, Hkv, D) seen; close() destroys their plans (not collective)."""
+    holds one BaspAttention per (Hq, Hkv, D, Dv) seen; close() destroys their plans (not collective)."""
 
     def __init__(self, comm: Comm, name: str, seq_len: Optional[int], attention: ScaledAttentionFn,
                  check_positions: bool) -> None:
@@ -80,7 +82,7 @@ class HFAttention:
         self.seq_len = seq_len
         self.attention = attention
         self.check_positions = check_positions
-        self.layers: Dict[Tuple[int, int, int], BaspAttention] = {}
+        self.layers: Dict[Tuple[int, int, int, int], BaspAttention] = {}
         self._shards: Dict[int, RankInfo] = {}
         self._scale: Optional[float] = None
 
@@ -89,12 +91,14 @@ class HFAttention:
         # the forward used, so the backward never calls back here).
         return self.attention(q, k, v, causal, self._scale)
 
-    def layer(self, num_heads: int, num_kv_heads: int, head_dim: int) -> BaspAttention:
-        """The causal BaspAttention for (Hq, Hkv, D), made on first use (its plans: on its first forward)."""
-        key = (int(num_heads), int(num_kv_heads), int(head_dim))
+    def layer(self, num_heads: int, num_kv_heads: int, head_dim: int,
+              v_head_dim: Optional[int] = None) -> BaspAttention:
+        """The causal BaspAttention for (Hq, Hkv, D, Dv) (Dv None: D), made on first use (its plans: on its first
+        forward)."""
+        key = (int(num_heads), int(num_kv_heads), int(head_dim), int(head_dim if v_head_dim is None else v_head_dim))
         if key not in self.layers:
             self.layers[key] = BaspAttention(self.comm, key[0], key[2], num_kv_heads=key[1], causal=True,
-                                             attention=self._local_attention)
+                                             attention=self._local_attention, v_head_dim=key[3])
         return self.layers[key]
 
     def shard(self, seq_len: int) -> RankInfo:
@@ -136,9 +140,10 @@ class HFAttention:
                 raise invalid_argument("%s: %s (%s) must be a 4-d tensor [b, heads, S_l, D]" % (
                     where, arg, tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__))
         b, hq, s_l, d = query.shape
-        if key.shape != value.shape or key.shape[0] != b or key.shape[3] != d:
-            raise invalid_argument("%s: key %s and value %s do not match query %s ([b, heads, S_l, D])" % (
-                where, tuple(key.shape), tuple(value.shape), tuple(query.shape)))
+        if key.shape[:3] != value.shape[:3] or key.shape[0] != b or key.shape[3] != d:
+            raise invalid_argument("%s: key %s and value %s do not match query %s ([b, heads, S_l, D]; value's "
+                                   "head size may differ)" % (where, tuple(key.shape), tuple(value.shape),
+                                                              tuple(query.shape)))
         if key.shape[2] != s_l:
             raise invalid_argument("%s: key has %d tokens, query %d: a KV cache with earlier tokens (generation) is "
                                    "not supported; call the model with use_cache=False" % (where, key.shape[2], s_l))
@@ -167,7 +172,7 @@ class HFAttention:
                                        where, b, s_l, info.micro_batch, seq_len, info.num_sequences,
                                        info.token_begin, info.token_end, self.comm.group_size))
         self._check_positions(module, kwargs.get("position_ids"), info)
-        layer = self.layer(hq, key.shape[1], d)
+        layer = self.layer(hq, key.shape[1], d, value.shape[3])
         self._scale = None if scaling is None else float(scaling)
         # [b, H, S_l, D] -> BSHD [b, S_l, H, D] (views; the exchange makes them contiguous).
         out = layer(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), seq_len=seq_len)

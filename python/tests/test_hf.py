@@ -7,7 +7,9 @@ token), computes sum of token losses / global token count, all-reduces the weigh
 steps. Each step's loss (all-reduced) and the parameters after the steps must equal one process training the same
 model on the whole micro-batch with transformers' own "sdpa" attention and the loss written independently (HF's
 shift of logits[:, :-1] against ids[:, 1:]). Cases: GQA 4/2 and MQA 4/1, BASP (G = gcd(N, B)) and Ulysses (G = 1),
-so that on 4 ranks K = 4 does not divide the K/V heads, and an S that K = 4 does not divide. Then the refusals:
+so that on 4 ranks K = 4 does not divide the K/V heads, and an S that K = 4 does not divide; and a small
+DeepseekV3ForCausalLM (multi-head latent attention: q and k of 16 channels, v of 8; dense MLPs only), BASP and
+Ulysses. Then the refusals:
 padding masks, 4-D masks, dropout, wrong position_ids, packed position_ids, bad registrations.
 
 Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) where transformers is not importable."""
@@ -20,7 +22,7 @@ from mpi4py import MPI
 
 try:
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM, LlamaConfig, LlamaForCausalLM
 except ImportError as e:  # the same on every rank
     if MPI.COMM_WORLD.Get_rank() == 0:
         print("skipped: transformers is not importable (%s)" % e, flush=True)
@@ -55,6 +57,29 @@ def config(num_kv_heads, attn, seq_len, dropout=0.0):
                        attn_implementation=attn)
 
 
+# num_kv_heads of this marker selects DeepSeek-V3's multi-head latent attention (its Hkv is Hq) instead of Llama.
+MLA = "mla"
+MLA_DIMS = (16, 8)  # q and k: 12 channels without position + 4 rotary; v: 8
+
+
+def deepseek_config(attn):
+    """A small DeepseekV3ForCausalLM: dense MLPs only (first_k_dense_replace covers every layer, so no expert
+    routing), q and k of 16 channels, v of 8, Hq = 4, no dropout."""
+    return DeepseekV3Config(vocab_size=96, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                            num_hidden_layers=2, first_k_dense_replace=2, num_attention_heads=4,
+                            num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=12,
+                            qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2,
+                            n_shared_experts=1, n_group=1, topk_group=1, max_position_embeddings=64,
+                            attention_dropout=0.0, use_cache=False, tie_word_embeddings=False,
+                            initializer_range=0.1, attn_implementation=attn)
+
+
+def new_model(num_kv_heads, attn, seq_len):
+    if num_kv_heads == MLA:
+        return DeepseekV3ForCausalLM(deepseek_config(attn))
+    return LlamaForCausalLM(config(num_kv_heads, attn, seq_len))
+
+
 def tokens(seq_len, seed):
     return torch.randint(0, 96, (B, seq_len), generator=torch.Generator().manual_seed(seed))
 
@@ -62,7 +87,7 @@ def tokens(seq_len, seed):
 def build(num_kv_heads, attn, seq_len, seed):
     """The model with the seeded initial weights; its attention scaling set to 0.6 (Llama's own is 1/sqrt(D) =
     0.25, which SDPA's default would give anyway): the backend must pass HF's `scaling` on."""
-    model = LlamaForCausalLM(config(num_kv_heads, attn, seq_len))
+    model = new_model(num_kv_heads, attn, seq_len)
     model.load_state_dict(initial_state(num_kv_heads, seq_len, seed))
     for layer in model.model.layers:
         layer.self_attn.scaling = SCALING
@@ -71,7 +96,7 @@ def build(num_kv_heads, attn, seq_len, seed):
 
 def initial_state(num_kv_heads, seq_len, seed):
     torch.manual_seed(seed)
-    return LlamaForCausalLM(config(num_kv_heads, "sdpa", seq_len)).state_dict()
+    return new_model(num_kv_heads, "sdpa", seq_len).state_dict()
 
 
 def reference(num_kv_heads, seq_len, seed):
@@ -116,7 +141,8 @@ def distributed(num_kv_heads, seq_len, seed, num_groups, per_call_seq_len=False)
         opt.step()
         losses.append(WORLD.allreduce(loss.item(), op=MPI.SUM))
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
-    check.equal(sorted(hf.layers), [(4, num_kv_heads, 16)], "one BaspAttention for (Hq, Hkv, D)")
+    layer = (4, 4) + MLA_DIMS if num_kv_heads == MLA else (4, num_kv_heads, 16, 16)
+    check.equal(sorted(hf.layers), [layer], "one BaspAttention for (Hq, Hkv, D, Dv)")
     groups, k = comm.num_groups, comm.group_size
     hf.close()
     comm.close()
@@ -131,11 +157,15 @@ def test_training_matches_single_process():
         if math.gcd(N, B) > 1:
             cases.append((num_kv_heads, 32, 1, False))  # Ulysses: K = N
     cases.append((2, 30, 1, True))  # S = 30: K = 4 does not divide it; S given per call
+    # DeepSeek-V3 (values of another head size than queries and keys): BASP, and Ulysses where it differs.
+    cases.append((MLA, 32, None, False))
+    if math.gcd(N, B) > 1:
+        cases.append((MLA, 30, 1, True))
     for num_kv_heads, seq_len, groups, per_call in cases:
-        seed = 100 * num_kv_heads + seq_len
+        seed = (700 if num_kv_heads == MLA else 100 * num_kv_heads) + seq_len
         ref_losses, ref_params = reference(num_kv_heads, seq_len, seed)
         losses, params, g, k = distributed(num_kv_heads, seq_len, seed, groups, per_call)
-        what = "N=%d G=%d K=%d Hkv=%d S=%d" % (N, g, k, num_kv_heads, seq_len)
+        what = "N=%d G=%d K=%d Hkv=%s S=%d" % (N, g, k, num_kv_heads, seq_len)
         check.true(ref_losses[-1] < ref_losses[0] - 0.05, "the reference learns (%r), %s" % (ref_losses, what))
         for step, (got, ref) in enumerate(zip(losses, ref_losses)):
             rel = abs(got - ref) / abs(ref)
