@@ -3,7 +3,8 @@
 A small model (input projections, BaspAttention, output projection) is compiled with fullgraph=True, so that any
 graph break fails the test, and compared with the same model run eagerly on the same inputs:
 - backend "aot_eager" (the traced forward and backward graphs, run by PyTorch's eager kernels): outputs and the
-  gradients of the input and of every weight bit-identical, for BSHD and SBHD with GQA and uneven heads and tokens,
+  gradients of the input and of every weight bit-identical, for BSHD and SBHD with GQA and uneven heads and tokens
+  (and values of another head size than queries and keys),
   and for THD streams of several lengths, which must all run on one graph (the token count is symbolic);
 - backend "inductor" (generated C++ kernels): within 1e-6 relative;
 - torch.library.opcheck of both operators (schema, fake implementation, autograd registration);
@@ -31,27 +32,28 @@ torch.set_num_threads(1)
 class Block(torch.nn.Module):
     """x [b, s_l, E] (or [s_l, b, E] for SBHD, [T_l, E] for THD) -> attention -> projection, like one layer."""
 
-    def __init__(self, comm, hq, hkv, d, layout, capacity=None):
+    def __init__(self, comm, hq, hkv, d, layout, capacity=None, dv=None):
         super().__init__()
         g = torch.Generator().manual_seed(7)
         self.hq, self.hkv, self.d = hq, hkv, d
+        self.dv = d if dv is None else dv  # values' head size (multi-head latent attention: another than d)
         self.wq = torch.nn.Parameter(torch.randn(E, hq * d, generator=g) / math.sqrt(E))
         self.wk = torch.nn.Parameter(torch.randn(E, hkv * d, generator=g) / math.sqrt(E))
-        self.wv = torch.nn.Parameter(torch.randn(E, hkv * d, generator=g) / math.sqrt(E))
-        self.wo = torch.nn.Parameter(torch.randn(hq * d, E, generator=g) / math.sqrt(hq * d))
+        self.wv = torch.nn.Parameter(torch.randn(E, hkv * self.dv, generator=g) / math.sqrt(E))
+        self.wo = torch.nn.Parameter(torch.randn(hq * self.dv, E, generator=g) / math.sqrt(hq * self.dv))
         self.attn = bt.BaspAttention(comm, hq, d, num_kv_heads=hkv, causal=True, layout=layout,
-                                     token_capacity=capacity)
+                                     token_capacity=capacity, v_head_dim=dv)
 
     def forward(self, x, seq_len=None, cu_seqlens=None, num_tokens=None):
         lead = x.shape[:-1]
         q = (x @ self.wq).reshape(*lead, self.hq, self.d)
         k = (x @ self.wk).reshape(*lead, self.hkv, self.d)
-        v = (x @ self.wv).reshape(*lead, self.hkv, self.d)
+        v = (x @ self.wv).reshape(*lead, self.hkv, self.dv)
         if cu_seqlens is None:
             out = self.attn(q, k, v, seq_len=seq_len)
         else:
             out = self.attn(q, k, v, cu_seqlens=cu_seqlens, num_tokens=num_tokens)
-        return out.reshape(*lead, self.hq * self.d) @ self.wo
+        return out.reshape(*lead, self.hq * self.dv) @ self.wo
 
 
 def run_once(fn, model, x, dy, **kwargs):
@@ -88,16 +90,18 @@ def compare(what, eager, compiled, exact, rtol=1e-6):
 
 
 def test_aot_eager_bit_identical_bshd_sbhd():
-    # Uneven heads (6 query heads over K = 4 ranks, K/V heads replicated) and tokens (S = 10 over K).
-    for b, hq, hkv, d, s, layout in ((2, 8, 2, 4, 16, "bshd"), (1, 6, 3, 4, 10, "bshd"), (2, 4, 1, 8, 12, "sbhd")):
+    # Uneven heads (6 query heads over K = 4 ranks, K/V heads replicated) and tokens (S = 10 over K); values of
+    # another head size than q and k (multi-head latent attention: the plans' per-tensor sizes in the fake shapes).
+    for b, hq, hkv, d, s, layout, dv in ((2, 8, 2, 4, 16, "bshd", None), (1, 6, 3, 4, 10, "bshd", None),
+                                         (2, 4, 1, 8, 12, "sbhd", None), (1, 3, 3, 6, 10, "sbhd", 4)):
         comm = basp.Comm(WORLD, micro_batch=b)
-        model = Block(comm, hq, hkv, d, layout)
+        model = Block(comm, hq, hkv, d, layout, dv=dv)
         model.attn.prepare(s, torch.float32, "cpu")
         x, dy = shard(comm, b, s, layout, seed=hq + s)
         eager = run_once(model, model, x, dy, seq_len=s)
         compiled_fn = torch.compile(model, backend="aot_eager", fullgraph=True)
         compiled = run_once(compiled_fn, model, x, dy, seq_len=s)
-        compare("aot_eager %s Hq %d Hkv %d S %d" % (layout, hq, hkv, s), eager, compiled, exact=True)
+        compare("aot_eager %s Hq %d Hkv %d D %d Dv %s S %d" % (layout, hq, hkv, d, dv, s), eager, compiled, exact=True)
         # A second call reuses the graph and still matches (the plans' state carries over correctly).
         again = run_once(compiled_fn, model, x, dy, seq_len=s)
         compare("aot_eager %s, second call" % layout, eager, again, exact=True)
