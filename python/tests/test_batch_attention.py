@@ -5,7 +5,8 @@ group attending over its whole packed stream, causal within each document. Outpu
 on every rank equal the rank's slice (basp.data.pack_batch) of the reference, computed here per document
 independently of basp.torch (query head h reads K/V head h // (Hq / Hkv), selected by index). Also: layers of one
 shape share a batch's plans, the plans live on the batch, prepare(batch=...) makes them ahead (and a compiled
-forward then traces, PyTorch >= 2.4), and a batch that describes another rank or a non-THD layer is refused.
+forward then traces, PyTorch >= 2.4), values of another head size than queries and keys (multi-head latent
+attention), and a batch that describes another rank or a non-THD layer is refused.
 
 Run under mpirun (CTest: 2 and 4 ranks). Exits 77 (skipped) only where PyTorch is not installed."""
 import math
@@ -39,7 +40,7 @@ def reference(q, k, v, dout, causal):
     hq, hkv, s = q.shape[1], k.shape[1], q.shape[0]
     kv_of = torch.arange(hq) // (hq // hkv)
     kk, vv = k.index_select(1, kv_of), v.index_select(1, kv_of)
-    scores = torch.einsum("qhd,khd->hqk", q, kk) / math.sqrt(D)
+    scores = torch.einsum("qhd,khd->hqk", q, kk) / math.sqrt(q.shape[-1])
     if causal:
         scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
     out = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), vv)
@@ -64,15 +65,17 @@ def drawn_batch(rng, lengths):
                       lengths=lengths)
 
 
-def batch_step(comm, layer, batch, hq, hkv, causal, dtype, seed, what):
+def batch_step(comm, layer, batch, hq, hkv, causal, dtype, seed, what, d=D, dv=D):
+    """One forward and backward over `batch`; q and k of head size d, v and the output dv."""
     lengths = batch.lengths
     g = torch.Generator().manual_seed(seed)
-    docs = [[torch.randn(n, h, D, generator=g, dtype=torch.float64) for h in (hq, hkv, hkv, hq)] for n in lengths]
+    docs = [[torch.randn(n, h, x, generator=g, dtype=torch.float64) for h, x in ((hq, d), (hkv, d), (hkv, dv),
+                                                                               (hq, dv))] for n in lengths]
     # The reference of every document of this rank's group (the others are never read by pack_batch).
     mine = set(batch.for_rank(RANK).group_docs)
     # Others get zeros of the reference's shapes: an empty group's slice takes its trailing shape from document 0.
     refs = [reference(*doc[:3], doc[3], causal) if i in mine else
-            [torch.zeros(n, h, D, dtype=torch.float64) for h in (hq, hq, hkv, hkv)]
+            [torch.zeros(n, h, x, dtype=torch.float64) for h, x in ((hq, dv), (hq, d), (hkv, d), (hkv, dv))]
             for i, (n, doc) in enumerate(zip(lengths, docs))]
 
     def pack(i, source):
@@ -83,8 +86,8 @@ def batch_step(comm, layer, batch, hq, hkv, causal, dtype, seed, what):
     out = layer(*leaves, batch=batch)
     (out * pack(3, "in").to(dtype)).sum().backward()
     view = batch.for_rank(RANK)
-    what = "%s: N=%d Hq=%d Hkv=%d causal=%s %s, groups %r, this rank's group %d (T=%d, docs %r)" % (
-        what, N, hq, hkv, causal, dtype, batch.groups, view.group_index, view.stream_tokens, view.group_docs)
+    what = "%s: N=%d Hq=%d Hkv=%d D=%d Dv=%d causal=%s %s, groups %r, this rank's group %d (T=%d, docs %r)" % (
+        what, N, hq, hkv, d, dv, causal, dtype, batch.groups, view.group_index, view.stream_tokens, view.group_docs)
     for i, (name, got) in enumerate(zip(("out", "dq", "dk", "dv"), [out] + [x.grad for x in leaves])):
         close(got, pack(i, "ref"), dtype, "%s, %s" % (name, what))
 
@@ -105,6 +108,18 @@ def test_planned_batches():
                 batch_step(comm, layer, batch, hq, hkv, causal, dtype, 100 * c + step,
                            "case %d step %d (planned)" % (c, step))
         check.true(max(sizes) > 1 or N == 1, "the planner made a group of several ranks (sizes %r)" % sorted(sizes))
+
+
+def test_values_of_another_head_size():
+    # Multi-head latent attention's shapes over batch plans: q and k of 6 channels, v of 4 (MHA 3/3, GQA 4/2).
+    with basp.Comm(WORLD, micro_batch=0, batch_capacity=1 << 12) as comm:
+        rng = np.random.RandomState(17)
+        for c, (hq, hkv) in enumerate(((3, 3), (4, 2))):
+            layer = bt.BaspAttention(comm, hq, 6, num_kv_heads=hkv, causal=True, layout="thd", v_head_dim=4)
+            for step in range(2):
+                lengths = [int(x) for x in rng.randint(1, 6 * N + 2, size=int(rng.randint(1, 2 * N + 2)))]
+                batch_step(comm, layer, drawn_batch(rng, lengths), hq, hkv, True, torch.float64, 3000 + 10 * c + step,
+                           "MLA case %d step %d (drawn)" % (c, step), d=6, dv=4)
 
 
 def test_drawn_memberships():
