@@ -2,6 +2,7 @@
 checked where the binding can name what is wrong better than the library."""
 from __future__ import annotations
 
+import numbers
 from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _abi, _arrays, _library
@@ -34,19 +35,24 @@ def query_head_counts(query_heads: Optional[Sequence[Optional[int]]], heads: Lis
 
 
 def head_sizes(head_dim: HeadDimLike, heads: List[int]) -> Optional[List[int]]:
-    """A list head_dim checked (one positive int per tensor) -> the sizes; None for one int, which the library
-    checks itself (basp_plan_create names a bad head_dim)."""
-    if isinstance(head_dim, int) and not isinstance(head_dim, bool):
-        return None
-    if isinstance(head_dim, (bool, str, bytes)) or not isinstance(head_dim, Sequence):
+    """A list head_dim (a list, tuple or 1-D array) checked: one positive int per tensor -> the sizes. None for
+    anything else, which goes to the descriptor as int(head_dim), as before per-tensor sizes (basp_plan_create names
+    a bad one)."""
+    if isinstance(head_dim, (str, bytes)):
         raise invalid_argument("basp.Plan: head_dim (%r, a %s) must be an int or a list of one int per tensor" % (
             head_dim, type(head_dim).__name__))
-    sizes = list(head_dim)
+    if isinstance(head_dim, numbers.Integral):
+        return None
+    try:
+        len(head_dim)  # type: ignore[arg-type]
+    except TypeError:  # no length (a float, a 0-d array): one size
+        return None
+    sizes = [int(d) if isinstance(d, numbers.Integral) and not isinstance(d, bool) else d for d in head_dim]
     if len(sizes) != len(heads):
         raise invalid_argument("basp.Plan: head_dim (%r) lists %d head sizes but num_heads (%r) %d tensors: give one "
                                "size per tensor, or one int for all" % (sizes, len(sizes), heads, len(heads)))
     for t, d in enumerate(sizes):
-        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+        if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
             raise invalid_argument("basp.Plan: head_dim[%d] (%r) in %r must be a positive int" % (t, d, sizes))
     return sizes
 

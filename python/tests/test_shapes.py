@@ -267,6 +267,9 @@ def test_head_size_per_tensor():
                 check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "one size listed twice is head_dim")
             with comm.plan(4, 5, [k, k], np.float32) as plan:
                 check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "an int head_dim for every tensor")
+            with comm.plan(4, np.array([6, 4]), [k, k], np.float32) as plan, \
+                    comm.plan(4, np.int64(5), [k], np.float32) as one:
+                check.equal((plan.head_dims, one.head_dims), ([6, 4], [5]), "NumPy sizes: an array, a scalar")
 
 
 def test_summing_gather_equals_the_sum():
