@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 #include <type_traits>
 
@@ -70,6 +71,7 @@ enum class Opt {
   kHeads,
   kKvHeads,
   kHeadDim,
+  kHeadDims,
   kBackend,
   kPlacement,
   kCorrupt,
@@ -103,6 +105,7 @@ constexpr OptSpec kOpts[] = {
     {nullptr, "--layout", Opt::kLayout},
     {nullptr, "--heads", Opt::kHeads},
     {nullptr, "--kv-heads", Opt::kKvHeads},
+    {nullptr, "--head-dims", Opt::kHeadDims},
     {nullptr, "--head-dim", Opt::kHeadDim},
     {nullptr, "--backend", Opt::kBackend},
     {nullptr, "--placement", Opt::kPlacement},
@@ -114,11 +117,20 @@ constexpr OptSpec kOpts[] = {
 };
 
 // The paper's models and their neighbours (Hugging Face config.json: num_attention_heads,
-// num_key_value_heads, hidden_size / num_attention_heads).
+// num_key_value_heads, hidden_size / num_attention_heads), and models with multi-head latent attention
+// (num_attention_heads; qk_nope_head_dim + qk_rope_head_dim for Q and K, v_head_dim for V; K and V decompressed
+// to one head per query head).
 const std::vector<ModelPreset> kModels = {
-    {"llama-3.2-1b", 32, 8, 64},   {"llama-3.2-3b", 24, 8, 128}, {"llama-3.1-8b", 32, 8, 128},
-    {"qwen1.5-1.8b", 16, 16, 128}, {"qwen2.5-1.5b", 12, 2, 128}, {"qwen2.5-3b", 16, 2, 128},
-    {"qwen2.5-7b", 28, 4, 128},
+    {"llama-3.2-1b", 32, 8, 64, {}},
+    {"llama-3.2-3b", 24, 8, 128, {}},
+    {"llama-3.1-8b", 32, 8, 128, {}},
+    {"qwen1.5-1.8b", 16, 16, 128, {}},
+    {"qwen2.5-1.5b", 12, 2, 128, {}},
+    {"qwen2.5-3b", 16, 2, 128, {}},
+    {"qwen2.5-7b", 28, 4, 128, {}},
+    {"deepseek-v2-lite", 16, 16, 128, {kMlaHeadDims[0], kMlaHeadDims[1], kMlaHeadDims[2]}},
+    {"deepseek-v3", 128, 128, 128, {kMlaHeadDims[0], kMlaHeadDims[1], kMlaHeadDims[2]}},
+    {"kimi-k2", 64, 64, 128, {kMlaHeadDims[0], kMlaHeadDims[1], kMlaHeadDims[2]}},
 };
 
 uint64_t splitmix64(uint64_t x) {
@@ -164,6 +176,14 @@ void apply(PerfOptions& o, Opt opt, const char* name, const std::string& v) {
     case Opt::kHeads: o.heads = parse_int(v, name, 1, kMaxCount); break;
     case Opt::kKvHeads: o.kv_heads = parse_int(v, name, 1, kMaxCount); break;
     case Opt::kHeadDim: o.head_dim = parse_int(v, name, 1, kMaxCount); break;
+    case Opt::kHeadDims:
+      o.head_dims = parse_int_list(v, name, 1, kMaxCount);
+      if (o.head_dims.size() != 3) {
+        bad(name, v,
+            std::to_string(o.head_dims.size()) +
+                " head sizes; expected 3, those of Q, K and V (O and dO take V's, dQ, dK and dV those of Q, K, V)");
+      }
+      break;
     case Opt::kBackend: o.backend = parse_backend(v); break;
     case Opt::kPlacement: o.placement = parse_placement(v); break;
     case Opt::kCorrupt: o.corrupt = static_cast<int32_t>(parse_int(v, name, 0, kMaxCount)); break;
@@ -189,6 +209,32 @@ void apply(PerfOptions& o, Opt opt, const char* name, const std::string& v) {
       o.doc_lengths = parse_doc_dist(v, name);
       o.doc_source = std::string(name) + " " + v;
       break;
+  }
+}
+
+// Which head options the command line gave, wherever on the line.
+struct HeadsGiven {
+  bool heads, kv_heads, head_dim, head_dims, mla;
+};
+
+// The preset's and --mla's head shape under the explicit options (parse_perf_args' rules).
+void resolve_heads(PerfOptions& o, const HeadsGiven& given) {
+  if (given.head_dim && (given.head_dims || given.mla)) {
+    throw ArgError("--head-dim (" + std::to_string(o.head_dim) + ") and " +
+                   (given.head_dims ? "--head-dims" : std::string("--mla")) +
+                   ": two head sizes for the same tensors; give one of them");
+  }
+  if (const ModelPreset* m = o.model.empty() ? nullptr : find_model(o.model)) {
+    if (!given.heads) o.heads = m->heads;
+    if (!given.kv_heads) o.kv_heads = m->kv_heads;
+    if (!given.head_dim) o.head_dim = m->head_dim;
+    if (!given.head_dim && !given.head_dims && m->head_dims[0] > 0) {
+      o.head_dims.assign(std::begin(m->head_dims), std::end(m->head_dims));
+    }
+  }
+  if (given.mla) {
+    if (!given.head_dims) o.head_dims.assign(std::begin(kMlaHeadDims), std::end(kMlaHeadDims));
+    if (!given.kv_heads) o.kv_heads = o.heads;
   }
 }
 
@@ -413,10 +459,15 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
   PerfOptions o;
   bool step_bytes_given = false;
   bool heads_given = false, kv_heads_given = false, head_dim_given = false, size_given = false;
+  bool head_dims_given = false, mla = false;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a] ? argv[a] : "";
     if (arg == "-h" || arg == "--help") {
       o.help = true;
+      continue;
+    }
+    if (arg == "--mla") {
+      mla = true;
       continue;
     }
     const OptSpec* spec = nullptr;
@@ -451,15 +502,12 @@ PerfOptions parse_perf_args(int argc, const char* const* argv) {
     heads_given = heads_given || spec->opt == Opt::kHeads;
     kv_heads_given = kv_heads_given || spec->opt == Opt::kKvHeads;
     head_dim_given = head_dim_given || spec->opt == Opt::kHeadDim;
+    head_dims_given = head_dims_given || spec->opt == Opt::kHeadDims;
     size_given = size_given || spec->opt == Opt::kMinBytes || spec->opt == Opt::kMaxBytes ||
                  spec->opt == Opt::kStepBytes || spec->opt == Opt::kStepFactor;
     apply(o, spec->opt, name, value);
   }
-  if (const ModelPreset* m = o.model.empty() ? nullptr : find_model(o.model)) {
-    if (!heads_given) o.heads = m->heads;
-    if (!kv_heads_given) o.kv_heads = m->kv_heads;
-    if (!head_dim_given) o.head_dim = m->head_dim;
-  }
+  resolve_heads(o, HeadsGiven{heads_given, kv_heads_given, head_dim_given, head_dims_given, mla});
   if (o.heads % o.kv_heads != 0) {
     throw ArgError("--kv-heads (" + std::to_string(o.kv_heads) + ") does not divide --heads (" +
                    std::to_string(o.heads) + "): each key/value head serves Hq/Hkv query heads");
@@ -549,13 +597,20 @@ std::string perf_usage(const char* program) {
     << "      --heads <n>            query heads Hq, any count (split as torch.tensor_split), default 32\n"
     << "      --kv-heads <n>         key/value heads Hkv, dividing Hq; K and V follow the split of Q's heads, so\n"
     << "                             Hkv below the group size replicates KV heads (GQA, MQA), default 8\n"
-    << "      --head-dim <n>         head dimension D, default 128\n"
+    << "      --head-dim <n>         head dimension D of every tensor, default 128\n"
+    << "      --head-dims <q,k,v>    head sizes of Q, K and V, e.g. 192,192,128 (O and dO take V's; dQ, dK, dV\n"
+    << "                             those of Q, K, V); size counts heads x head size of every tensor\n"
+    << "      --mla                  multi-head latent attention: --head-dims 192,192,128 and Hkv = Hq\n"
+    << "                             (--kv-heads, --head-dims override)\n"
     << "      --model <name>         Hq, Hkv and D of a model (--heads etc. override):\n";
   for (const ModelPreset& m : kModels) {
-    char line[128];
-    std::snprintf(line, sizeof line, "                               %-14s Hq %3lld  Hkv %3lld  D %4lld\n", m.name,
-                  static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-                  static_cast<long long>(m.head_dim));
+    char line[160];
+    const std::string dims = m.head_dims[0] > 0
+                                 ? std::to_string(m.head_dims[0]) + "," + std::to_string(m.head_dims[1]) + "," +
+                                       std::to_string(m.head_dims[2]) + " (Q,K,V)"
+                                 : std::to_string(m.head_dim);
+    std::snprintf(line, sizeof line, "                               %-16s Hq %3lld  Hkv %3lld  D %s\n", m.name,
+                  static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads), dims.c_str());
     u << line;
   }
   u << "      --doc-lengths <list>   THD: the micro-batch's document lengths in tokens, e.g. 4096,17,900\n"

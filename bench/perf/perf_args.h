@@ -23,13 +23,19 @@ enum class Mode { kUlysses, kBasp, kBoth };
 // backward pass (scatter dO; gather dQ, dK, dV: the gather that sums KV heads held by several ranks) or both.
 enum class Pass { kForward, kBackward, kBoth };
 
-// A model's attention shape (--model): query heads, key/value heads, head dim.
+// A model's attention shape (--model): query heads, key/value heads, head dim, and for multi-head latent attention
+// the head sizes of Q, K and V (all 0: every tensor at head_dim).
 struct ModelPreset {
   const char* name;
   int64_t heads;
   int64_t kv_heads;
   int64_t head_dim;
+  int64_t head_dims[3];
 };
+
+// Multi-head latent attention (DeepSeek-V2, V3; --mla): per head, Q and K of 192 elements (128 without position
+// plus the 64 of the rotary key), V of 128; as many KV heads as query heads.
+constexpr int64_t kMlaHeadDims[3] = {192, 192, 128};
 
 // The presets --model knows, in --help order.
 const std::vector<ModelPreset>& model_presets();
@@ -66,6 +72,7 @@ struct PerfOptions {
   int64_t heads = 32;                       // Hq (--heads, or --model)
   int64_t kv_heads = 8;                     // Hkv (--kv-heads, or --model): K and V follow the split of Q's heads
   int64_t head_dim = 128;                   // D (--head-dim, or --model)
+  std::vector<int64_t> head_dims;           // Q, K, V head sizes (--head-dims, --mla, --model); empty: all D
   std::string model;                        // --model: the preset's name, "" for none
   Pass pass = Pass::kForward;               // --pass
   std::vector<int64_t> doc_lengths;         // THD: the micro-batch's documents (--doc-lengths or --doc-dist)
@@ -106,8 +113,10 @@ const char* mode_name(Mode mode);
 const char* pass_name(Pass pass);
 
 // The whole command line (argv[0] skipped). Checks each value and the combinations (-b <= -e, Hkv dividing Hq,
-// documents only with --layout thd, ...). --model sets Hq, Hkv and D; --heads, --kv-heads and --head-dim given
-// anywhere on the line override the preset's value.
+// documents only with --layout thd, ...). --model sets Hq, Hkv, D and the head sizes; --heads, --kv-heads,
+// --head-dim and --head-dims given anywhere on the line override the preset's value (--head-dim: every tensor at
+// D). --mla sets Hkv = Hq and the head sizes kMlaHeadDims; --kv-heads and --head-dims override it, --head-dim
+// with it (or with --head-dims) is an error: two head sizes for the same tensors.
 PerfOptions parse_perf_args(int argc, const char* const* argv);
 
 // The byte sizes -b/-e/-f/-i describe, in order.

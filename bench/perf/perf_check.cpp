@@ -126,7 +126,7 @@ std::vector<int64_t> scatter_bytes_to(const RankPlace& p, int64_t elem, int64_t 
   for (const Tensor& t : tensors) {
     for (int64_t j = 0; j < p.group_size; ++j) {
       const HeadRange hr = head_range(p.group_size, j, t.heads, t.query_heads);
-      out[static_cast<size_t>(j)] += rows * (hr.end - hr.begin) * head_dim * elem;
+      out[static_cast<size_t>(j)] += rows * (hr.end - hr.begin) * tensor_head_dim(t, head_dim) * elem;
     }
   }
   return out;
@@ -139,7 +139,7 @@ std::vector<int64_t> scatter_bytes_from(const RankPlace& p, int64_t elem, int64_
     const HeadRange hr = head_range(p.group_size, p.position, t.heads, t.query_heads);
     for (int64_t j = 0; j < p.group_size; ++j) {
       const int64_t rows = p.num_sequences * split_count(p.seq_len, p.group_size, j);
-      out[static_cast<size_t>(j)] += rows * (hr.end - hr.begin) * head_dim * elem;
+      out[static_cast<size_t>(j)] += rows * (hr.end - hr.begin) * tensor_head_dim(t, head_dim) * elem;
     }
   }
   return out;
@@ -210,8 +210,9 @@ void encode_small_int(basp_dtype_t dtype, int64_t v, void* out) {
 TensorCheck tensor_check(const RankPlace& place, Direction direction, basp_dtype_t dtype, int64_t head_dim,
                          const Tensor& tensor) {
   const auto elem = static_cast<int64_t>(basp_dtype_size(dtype));
-  const Shard seq = seq_shard(place, elem, head_dim, tensor.heads);
-  const Shard head = head_shard(place, elem, head_dim, tensor.heads, tensor.query_heads);
+  const int64_t dim = tensor_head_dim(tensor, head_dim);
+  const Shard seq = seq_shard(place, elem, dim, tensor.heads);
+  const Shard head = head_shard(place, elem, dim, tensor.heads, tensor.query_heads);
   TensorCheck c;
   c.input = direction == Direction::kScatter ? seq : head;
   c.output = direction == Direction::kScatter ? head : seq;

@@ -73,7 +73,8 @@ Shard head_shard(const RankPlace& place, int64_t elem, int64_t head_dim, int64_t
 
 // Bytes this rank sends to each position of its group in one scatter of `tensors` (its own position included: the
 // local copy); a gather moves the same amounts the other way. Excluding the own position, their sum is the routing
-// minimum, basp_plan_info_t.bytes_sent_per_exchange.
+// minimum, basp_plan_info_t.bytes_sent_per_exchange. A tensor's rows are of its own head size (tensor_head_dim:
+// Tensor::head_dim, else `head_dim`).
 std::vector<int64_t> scatter_bytes_to(const RankPlace& place, int64_t elem, int64_t head_dim,
                                       const std::vector<Tensor>& tensors);
 // The bytes each position sends this rank in one scatter (what it receives), its own included.
@@ -106,6 +107,7 @@ struct TensorCheck {
   int64_t amplitude = 0;  // summed: inputs lie in [-amplitude, amplitude)
 };
 
+// `head_dim`: the run's head size, for a tensor without its own (tensor_head_dim).
 TensorCheck tensor_check(const RankPlace& place, Direction direction, basp_dtype_t dtype, int64_t head_dim,
                          const Tensor& tensor);
 void fill_input(const TensorCheck& check, uint64_t seed, int64_t tensor_id, void* data);

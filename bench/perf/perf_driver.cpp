@@ -55,6 +55,13 @@ struct ModeState {
   std::vector<int64_t> cu_seqlens;  // THD: this rank's group's document boundaries (basp_plan_set_documents)
 };
 
+// "192,192,128": a list as typed on the command line.
+std::string int_list(const std::vector<int64_t>& v, const char* separator = ",") {
+  std::string out;
+  for (int64_t x : v) out += (out.empty() ? "" : separator) + std::to_string(x);
+  return out;
+}
+
 // "1000" or "998..1003": the range of a list, for the THD comment line.
 std::string range_text(const std::vector<int64_t>& v) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
@@ -236,8 +243,10 @@ class Driver {
     p += "# nranks " + std::to_string(size_) + " backend " + backend_name(o_.backend) + " placement " +
          placement_name(o_.placement) + " layout " + layout_name(o_.layout) +
          (o_.model.empty() ? "" : " model " + o_.model) + " heads " + std::to_string(o_.heads) + " kv-heads " +
-         std::to_string(o_.kv_heads) + " head-dim " + std::to_string(o_.head_dim) + " type " + dtype_name(o_.dtype) +
-         " mode " + mode_name(o_.mode) + " pass " + pass_name(o_.pass) + "\n";
+         std::to_string(o_.kv_heads) +
+         (o_.head_dims.empty() ? " head-dim " + std::to_string(o_.head_dim)
+                               : " head-dims " + int_list(o_.head_dims) + " (Q,K,V; O and dO as V)") +
+         " type " + dtype_name(o_.dtype) + " mode " + mode_name(o_.mode) + " pass " + pass_name(o_.pass) + "\n";
     p += "# exchanges per iteration: " + describe_exchanges(exchanges_) + "\n";
     if (thd()) {
       int64_t total = 0;
@@ -393,8 +402,9 @@ class Driver {
     for (size_t t = 0; t < e.tensors.size(); ++t) {
       const Tensor& ten = e.tensors[t];
       const std::string name = "tensor " + std::to_string(t) + " (" + ten.name + ") ";
-      const Shard seq = seq_shard(place, elem_, o_.head_dim, ten.heads);
-      const Shard head = head_shard(place, elem_, o_.head_dim, ten.heads, ten.query_heads);
+      const int64_t dim = tensor_head_dim(ten, o_.head_dim);
+      const Shard seq = seq_shard(place, elem_, dim, ten.heads);
+      const Shard head = head_shard(place, elem_, dim, ten.heads, ten.query_heads);
       if (pi.seq_sharded_elems[t] != seq.elements())
         fail(name + "seq_sharded_elems", pi.seq_sharded_elems[t], seq.elements());
       if (pi.head_sharded_elems[t] != head.elements()) {
@@ -447,6 +457,7 @@ class Driver {
         for (size_t t = 0; t < e.tensors.size(); ++t) {
           desc.num_heads[t] = e.tensors[t].heads;
           desc.query_heads[t] = e.tensors[t].query_heads;
+          desc.head_dims[t] = e.tensors[t].head_dim;
         }
         try {
           plans.emplace_back(st.comm, desc);
@@ -477,7 +488,9 @@ class Driver {
     // Per-rank byte counts of this mode, for the JSON: the largest and smallest rank.
     int64_t counts[4] = {0, 0, 0, 0};  // rank bytes, -rank bytes, sent, -sent
     for (const Exchange& e : exchanges_) {
-      for (const Tensor& t : e.tensors) counts[0] += seq_shard(place, elem_, o_.head_dim, t.heads).bytes();
+      for (const Tensor& t : e.tensors) {
+        counts[0] += seq_shard(place, elem_, tensor_head_dim(t, o_.head_dim), t.heads).bytes();
+      }
       counts[2] += routing_minimum(e, place);
     }
     counts[1] = -counts[0];
@@ -559,6 +572,7 @@ class Driver {
         {"heads", std::to_string(o_.heads)},
         {"kv_heads", std::to_string(o_.kv_heads)},
         {"head_dim", std::to_string(o_.head_dim)},
+        {"head_dims", o_.head_dims.empty() ? std::string("null") : "[" + int_list(o_.head_dims, ", ") + "]"},
         {"micro_batches", "[" + batches + "]"},
         {"iters", std::to_string(o_.iters)},
         {"warmup_iters", std::to_string(o_.warmup_iters)},

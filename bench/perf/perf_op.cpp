@@ -9,6 +9,7 @@ std::string describe_exchanges(const std::vector<Exchange>& exchanges) {
     out += e.direction == Direction::kScatter ? "scatter" : "gather";
     for (const Tensor& t : e.tensors) {
       out += " " + t.name + "(" + std::to_string(t.heads);
+      if (t.head_dim > 0) out += " x " + std::to_string(t.head_dim);
       if (t.query_heads != 0) out += ", follows " + std::to_string(t.query_heads) + " query heads";
       out += ")";
     }

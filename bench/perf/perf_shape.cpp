@@ -29,16 +29,16 @@ int64_t split_count(int64_t items, int64_t parts, int64_t index) {
 }
 
 int64_t bytes_per_token(const std::vector<Exchange>& exchanges, int64_t head_dim, int64_t elem) {
-  int64_t heads = 0;
+  int64_t elements = 0;
   for (const Exchange& e : exchanges) {
     for (const Tensor& t : e.tensors) {
-      if (__builtin_add_overflow(heads, t.heads, &heads)) {
-        throw ArgError("the sum of --heads and --kv-heads overflows");
+      const int64_t row = mul_or_throw(t.heads, tensor_head_dim(t, head_dim), t.name + "'s heads * head size");
+      if (__builtin_add_overflow(elements, row, &elements) || elements > kMaxBytes) {
+        throw ArgError("the heads * head sizes of one iteration's tensors exceed " + std::to_string(kMaxBytes));
       }
     }
   }
-  const int64_t row = mul_or_throw(heads, head_dim, "heads of one iteration * --head-dim");
-  return mul_or_throw(row, elem, "bytes of one token (heads * --head-dim * element size)");
+  return mul_or_throw(elements, elem, "bytes of one token (heads * head sizes * element size)");
 }
 
 std::vector<int64_t> mode_groups(Mode mode, int64_t world_size, int64_t micro_batch) {

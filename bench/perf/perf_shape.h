@@ -28,7 +28,8 @@ struct RowShape {
 int64_t split_begin(int64_t items, int64_t parts, int64_t index);
 int64_t split_count(int64_t items, int64_t parts, int64_t index);
 
-// Bytes of one token of every tensor of every exchange: D * elem * sum of heads. Throws ArgError on overflow.
+// Bytes of one token of every tensor of every exchange: elem * the sum over the tensors of heads * head size (the
+// tensor's own, else `head_dim`). Throws ArgError on overflow.
 int64_t bytes_per_token(const std::vector<Exchange>& exchanges, int64_t head_dim, int64_t elem);
 
 // The group counts G the modes use at micro-batch B over N ranks: Ulysses 1, BASP gcd(N, B); Ulysses first.

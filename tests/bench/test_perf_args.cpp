@@ -197,11 +197,19 @@ TEST_CASE("--model sets Hq, Hkv and D; explicit head options override it anywher
   struct Expect {
     const char* name;
     int64_t hq, hkv, d;
+    std::vector<int64_t> dims;  // Q, K, V head sizes; empty: all D
   };
   const Expect models[] = {
-      {"llama-3.2-1b", 32, 8, 64},   {"llama-3.2-3b", 24, 8, 128}, {"llama-3.1-8b", 32, 8, 128},
-      {"qwen1.5-1.8b", 16, 16, 128}, {"qwen2.5-1.5b", 12, 2, 128}, {"qwen2.5-3b", 16, 2, 128},
-      {"qwen2.5-7b", 28, 4, 128},
+      {"llama-3.2-1b", 32, 8, 64, {}},
+      {"llama-3.2-3b", 24, 8, 128, {}},
+      {"llama-3.1-8b", 32, 8, 128, {}},
+      {"qwen1.5-1.8b", 16, 16, 128, {}},
+      {"qwen2.5-1.5b", 12, 2, 128, {}},
+      {"qwen2.5-3b", 16, 2, 128, {}},
+      {"qwen2.5-7b", 28, 4, 128, {}},
+      {"deepseek-v2-lite", 16, 16, 128, {192, 192, 128}},
+      {"deepseek-v3", 128, 128, 128, {192, 192, 128}},
+      {"kimi-k2", 64, 64, 128, {192, 192, 128}},
   };
   REQUIRE(basp::bench::model_presets().size() == std::size(models));
   const std::string usage = basp::bench::perf_usage("basp_alltoall_perf");
@@ -212,8 +220,10 @@ TEST_CASE("--model sets Hq, Hkv and D; explicit head options override it anywher
     CHECK(o.heads == m.hq);
     CHECK(o.kv_heads == m.hkv);
     CHECK(o.head_dim == m.d);
+    CHECK(o.head_dims == m.dims);
     CHECK_THAT(usage, Contains(m.name));  // --help lists every preset
   }
+  CHECK_THAT(usage, Contains("deepseek-v3      Hq 128  Hkv 128  D 192,192,128 (Q,K,V)"));
   const PerfOptions before = parse({"--heads", "16", "--model", "llama-3.1-8b"});
   CHECK(before.heads == 16);
   CHECK(before.kv_heads == 8);
@@ -222,8 +232,52 @@ TEST_CASE("--model sets Hq, Hkv and D; explicit head options override it anywher
   CHECK(after.heads == 28);
   CHECK(after.kv_heads == 7);
   CHECK(after.head_dim == 64);
+  CHECK(after.head_dims.empty());
+  // An MLA preset's head sizes give way to --head-dims, or to --head-dim (then every tensor has D).
+  CHECK(parse({"--head-dims", "96,96,64", "--model", "deepseek-v3"}).head_dims == std::vector<int64_t>{96, 96, 64});
+  const PerfOptions flat = parse({"--model", "deepseek-v2-lite", "--head-dim", "64"});
+  CHECK(flat.head_dim == 64);
+  CHECK(flat.head_dims.empty());
+  // The preset's Hkv stays unless --kv-heads (or --mla: Hkv = Hq) replaces it.
+  CHECK_THAT(error_of({"--model", "deepseek-v3", "--heads", "32"}),
+             Contains("--kv-heads (128) does not divide --heads (32)"));
+  CHECK(parse({"--model", "deepseek-v3", "--heads", "32", "--mla"}).kv_heads == 32);
   CHECK_THAT(error_of({"--model", "gpt-2"}),
              Contains("--model ('gpt-2'): unknown model; expected one of: llama-3.2-1b"));
+}
+
+TEST_CASE("--head-dims gives Q, K and V their own head sizes; --mla is DeepSeek's", "[bench][args]") {
+  CHECK(parse({}).head_dims.empty());
+  CHECK(parse({"--head-dims", "192,192,128"}).head_dims == std::vector<int64_t>{192, 192, 128});
+  CHECK(parse({"--head-dims=1,2,3"}).head_dims == std::vector<int64_t>{1, 2, 3});
+  const PerfOptions mla = parse({"--mla", "--heads", "16"});
+  CHECK(mla.heads == 16);
+  CHECK(mla.kv_heads == 16);  // Hkv = Hq, whatever the default Hkv
+  CHECK(mla.head_dims == std::vector<int64_t>{192, 192, 128});
+  // --mla before or after --heads; --kv-heads and --head-dims override it.
+  CHECK(parse({"--heads", "12", "--mla"}).kv_heads == 12);
+  CHECK(parse({"--mla", "--heads", "12", "--kv-heads", "4"}).kv_heads == 4);
+  CHECK(parse({"--head-dims", "64,64,32", "--mla"}).head_dims == std::vector<int64_t>{64, 64, 32});
+  CHECK(parse({"--mla", "--model", "llama-3.1-8b"}).kv_heads == 32);
+  // Bad lists name the option and the list as typed.
+  CHECK_THAT(error_of({"--head-dims", "192,128"}),
+             Contains("--head-dims ('192,128'): 2 head sizes; expected 3, those of Q, K and V"));
+  CHECK_THAT(error_of({"--head-dims", "192,192,128,64"}),
+             Contains("--head-dims ('192,192,128,64'): 4 head sizes; expected 3"));
+  CHECK_THAT(error_of({"--head-dims", "192,0,128"}),
+             Contains("--head-dims ('192,0,128'): item '0' is not an integer in 1..1000000000"));
+  CHECK_THAT(error_of({"--head-dims", "192,192,-128"}),
+             Contains("--head-dims ('192,192,-128'): item '-128' is not an integer in 1..1000000000"));
+  CHECK_THAT(error_of({"--head-dims", "192,,128"}), Contains("--head-dims ('192,,128'): empty item"));
+  CHECK_THAT(error_of({"--head-dims", ""}), Contains("--head-dims (''): empty item"));
+  CHECK_THAT(error_of({"--head-dims"}), Contains("--head-dims: missing value"));
+  // Two head sizes for the same tensors.
+  CHECK_THAT(error_of({"--head-dim", "64", "--head-dims", "192,192,128"}),
+             Contains("--head-dim (64) and --head-dims: two head sizes for the same tensors"));
+  CHECK_THAT(error_of({"--mla", "--head-dim", "96"}),
+             Contains("--head-dim (96) and --mla: two head sizes for the same tensors"));
+  // --mla with Hkv = Hq needs no divisibility; an explicit Hkv still must divide.
+  CHECK_THAT(error_of({"--mla", "--heads", "16", "--kv-heads", "3"}), Contains("--kv-heads (3) does not divide"));
 }
 
 TEST_CASE("heads: any Hq, Hkv dividing it, below the group size too", "[bench][args]") {

@@ -21,6 +21,53 @@ TEST_CASE("bytes_per_token sums the heads of every exchange", "[bench][shape]") 
   CHECK_THROWS_AS(bytes_per_token(huge, int64_t{1} << 30, 8), ArgError);
 }
 
+TEST_CASE("bytes_per_token sums heads x head size over the tensors", "[bench][shape]") {
+  // A tensor's own head size wins over the run's (128 here); 0 takes the run's.
+  const std::vector<Exchange> mixed{{Direction::kScatter, {{"Q", 4, 0, 192}, {"K", 4, 4, 0}, {"V", 2, 4, 8}}}};
+  CHECK(bytes_per_token(mixed, 128, 2) == (4 * 192 + 4 * 128 + 2 * 8) * 2);  // 2592
+  CHECK(bytes_per_token(mixed, 128, 2) == 2592);
+  // DeepSeek-V3's forward pass from the command line: Q, K at 192, V and O at 128, 128 heads each, BF16:
+  // (128*192 + 128*192 + 128*128 + 128*128) * 2 = (24576 + 24576 + 16384 + 16384) * 2.
+  PerfOptions o = parse_perf_args(3, std::vector<const char*>{"perf", "--model", "deepseek-v3"}.data());
+  const std::vector<Exchange> fwd{forward_scatter(o), forward_gather(o)};
+  CHECK(bytes_per_token(fwd, o.head_dim, 2) == 163840);
+  // Both passes: dO at V's size, dQ, dK, dV at Q's, K's, V's: twice the forward bytes.
+  const std::vector<Exchange> both{forward_scatter(o), forward_gather(o), backward_scatter(o), backward_gather(o)};
+  CHECK(bytes_per_token(both, o.head_dim, 2) == 327680);
+  CHECK(describe_exchanges(fwd) ==
+        "scatter Q(128 x 192) K(128 x 192, follows 128 query heads) V(128 x 128, follows 128 query heads); "
+        "gather O(128 x 128)");
+  // DeepSeek-V2-Lite, forward, FP32: (16*192 + 16*192 + 16*128 + 16*128) * 4 = 10240 * 4.
+  o = parse_perf_args(3, std::vector<const char*>{"perf", "--model", "deepseek-v2-lite"}.data());
+  CHECK(bytes_per_token({forward_scatter(o), forward_gather(o)}, o.head_dim, 4) == 40960);
+  // Its rows at N = 8 in BF16 (20480 bytes per token), 64 KiB: B = 1, S = floor(8 * 65536 / 20480) = 25, the
+  // first rank holds ceil(25 / 8) = 4 tokens = 81920 bytes; B = 8, S = floor(8 * 65536 / (8 * 20480)) = 3,
+  // Ulysses' first rank one token of each of 8 sequences = 163840 bytes (BASP, K = 1: 3 tokens of one sequence).
+  const std::vector<RowShape> rows = shape_rows({65536}, {1, 8}, 8, 20480, 2, Mode::kBoth);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].seq_len == 25);
+  CHECK(rows[0].bytes == 81920);
+  CHECK(rows[0].count == 40960);
+  CHECK(rows[1].seq_len == 3);
+  CHECK(rows[1].bytes == 163840);
+  // Overflow in one tensor's heads x head size, or in the sum, is an error.
+  const std::vector<Exchange> wide{{Direction::kScatter, {{"Q", int64_t{1} << 20, 0, int64_t{1} << 21}}}};
+  CHECK_THAT(std::string([&] {
+               try {
+                 bytes_per_token(wide, 1, 1);
+               } catch (const ArgError& e) {
+                 return std::string(e.what());
+               }
+               return std::string("(no error)");
+             }()),
+             Contains("Q's heads * head size"));
+  const std::vector<Exchange> many{{Direction::kScatter,
+                                    {{"Q", int64_t{1} << 20, 0, int64_t{1} << 19},
+                                     {"K", int64_t{1} << 20, 0, int64_t{1} << 19},
+                                     {"V", int64_t{1} << 20, 0, int64_t{1} << 19}}}};
+  CHECK_THROWS_AS(bytes_per_token(many, 1, 1), ArgError);
+}
+
 TEST_CASE("split_begin and split_count follow torch.tensor_split", "[bench][shape]") {
   for (int64_t items : {0, 1, 5, 7, 8, 13, 100}) {
     for (int64_t parts : {1, 2, 3, 8}) {
