@@ -3,6 +3,8 @@
 // all-to-all between them is emulated with device-to-device copies (block j of rank i's send buffer -> block i of
 // rank j's receive buffer). Checked end to end, bit-exact against data that is a function of global coordinates,
 // outputs poisoned first, for K = 2, 3, 4, 8, both layouts and element sizes 1, 2, 4, 8; then gathered back.
+// Multi-head latent attention (Q, K and V of their own head sizes in one exchange) runs through the uniform path,
+// and through the general one with its rotary key: one head held by every rank, summed by the gather.
 //
 // Then it asks whether NCCL accepts several ranks on one GPU (ncclCommInitAll with the same device twice) and
 // says so; if it does, a real K = 2 exchange runs through the public C ABI, one thread per rank.
@@ -11,6 +13,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "basp/basp.h"
@@ -140,80 +143,113 @@ void loopback_case(const basp::test::Shape& shape, int32_t layout, int64_t elem,
   std::printf("%s: %s\n", name, tally.failures == 0 ? "ok" : "FAILED so far");
 }
 
-// The general path on one GPU: K virtual ranks, each with its geometry seen from its position and its
+// The general path on one GPU: K virtual ranks, each with its geometries seen from its position and its
 // slotted workspace, the executor's launches (pack, unpack, the summing unpack of replicated heads), the grouped
-// send/recv emulated by one device copy per chunk of its own size. The scatter against the coordinate formulas;
-// the gather against the input (nothing replicated) and, with random values whose sums round, bit for bit against
-// the host's summing gather (layout::gather_rows) on the same contributions: host and device must agree.
-void general_case(Geometry base, int32_t dtype, basp::test::Tally& tally) {
-  const int64_t k = base.k;
-  const basp::test::GeometryRef<Geometry> ref(base);
-  char name[200];
-  std::snprintf(name, sizeof(name), "general K %lld layout %d S %lld heads %lld/%lld D %lld dtype %d",
-                static_cast<long long>(k), base.layout, static_cast<long long>(base.seq_len),
-                static_cast<long long>(base.heads), static_cast<long long>(base.split_heads),
-                static_cast<long long>(base.head_dim), dtype);
-  std::vector<Geometry> g(static_cast<size_t>(k));
+// send/recv emulated by one device copy per chunk of its own size. Several tensors (of their own head counts, head
+// sizes and splits) go in one exchange, as in the NCCL executor. The scatter against the coordinate formulas; the
+// gather of a tensor without replicated heads against the input and, for one with (random values whose sums
+// round), bit for bit against the host's summing gather (layout::gather_rows) on the same contributions: host and
+// device must agree.
+void general_case(const std::vector<Geometry>& base, int32_t dtype, basp::test::Tally& tally) {
+  const int64_t k = base[0].k;
+  const auto n = static_cast<int32_t>(base.size());
+  std::vector<basp::test::GeometryRef<Geometry>> ref;
+  char name[240];
+  int at = std::snprintf(name, sizeof(name), "general K %lld layout %d S %lld dtype %d heads/split x D",
+                         static_cast<long long>(k), base[0].layout, static_cast<long long>(base[0].seq_len), dtype);
+  for (const Geometry& b : base) {
+    ref.emplace_back(b);
+    at += std::snprintf(name + at, sizeof(name) - static_cast<size_t>(at), " %lld/%lld x %lld",
+                        static_cast<long long>(b.heads), static_cast<long long>(b.split_heads),
+                        static_cast<long long>(b.head_dim));
+  }
+  // Per rank l: its geometries, workspace, buffers; per tensor t the host copies.
+  std::vector<std::vector<Geometry>> g(static_cast<size_t>(k));
   std::vector<PackedWorkspace> ws(static_cast<size_t>(k));
-  std::vector<std::vector<std::byte>> seq_host(static_cast<size_t>(k)), head_host(static_cast<size_t>(k));
-  std::vector<DeviceBytes> seq, head, back, send, recv;
+  std::vector<std::vector<std::vector<std::byte>>> seq_host(static_cast<size_t>(k)), head_host(static_cast<size_t>(k));
+  std::vector<std::vector<DeviceBytes>> seq(static_cast<size_t>(k)), head(static_cast<size_t>(k)),
+      back(static_cast<size_t>(k));
+  std::vector<DeviceBytes> send, recv;
   std::mt19937_64 rng(kSeed + static_cast<uint64_t>(k));
   for (int64_t l = 0; l < k; ++l) {
-    g[l] = base.seen_from(l);
-    ws[l] = basp::layout::make_slotted_workspace(&g[l], 1);
-    auto& in = seq_host[l];
-    in.resize(static_cast<size_t>(g[l].seq_tensor_bytes(l)));
-    for (int64_t b = 0; b < base.b_loc; ++b)
-      for (int64_t t = 0; t < ref.tc(l); ++t)
-        for (int64_t h = 0; h < base.heads; ++h)
-          for (int64_t d = 0; d < base.head_dim; ++d)
-            for (int64_t e = 0; e < base.elem; ++e)
-              in[ref.seq_index(l, b, t, h, d) * base.elem + e] =
-                  std::byte{basp::test::pattern_byte(kSeed, 0, b, ref.tok[l] + t, h, d, e)};
-    seq.emplace_back(static_cast<int64_t>(in.size()));
-    head.emplace_back(g[l].head_tensor_bytes(l));
-    back.emplace_back(static_cast<int64_t>(in.size()));
+    for (int32_t t = 0; t < n; ++t) g[l].push_back(base[t].seen_from(l));
+    ws[l] = basp::layout::make_slotted_workspace(g[l].data(), n);
+    for (int32_t t = 0; t < n; ++t) {
+      const Geometry& bt = base[t];
+      std::vector<std::byte> in(static_cast<size_t>(g[l][t].seq_tensor_bytes(l)));
+      for (int64_t b = 0; b < bt.b_loc; ++b)
+        for (int64_t s = 0; s < ref[t].tc(l); ++s)
+          for (int64_t h = 0; h < bt.heads; ++h)
+            for (int64_t d = 0; d < bt.head_dim; ++d)
+              for (int64_t e = 0; e < bt.elem; ++e)
+                in[ref[t].seq_index(l, b, s, h, d) * bt.elem + e] =
+                    std::byte{basp::test::pattern_byte(kSeed, t, b, ref[t].tok[l] + s, h, d, e)};
+      seq[l].emplace_back(static_cast<int64_t>(in.size()));
+      head[l].emplace_back(g[l][t].head_tensor_bytes(l));
+      back[l].emplace_back(static_cast<int64_t>(in.size()));
+      seq[l][t].upload(in);
+      head[l][t].fill(kPoison);
+      back[l][t].fill(kPoison);
+      seq_host[l].push_back(std::move(in));
+    }
     send.emplace_back(ws[l].bytes());
     recv.emplace_back(ws[l].bytes());
-    seq[l].upload(in);
-    head[l].fill(kPoison);
-    back[l].fill(kPoison);
   }
   cudaStream_t stream = nullptr;
   TEST_CUDA(cudaStreamCreate(&stream));
   bool launched = true;
+  auto const_ptrs = [](std::vector<DeviceBytes>& v) {
+    std::vector<const void*> p;
+    for (auto& b : v) p.push_back(b.data());
+    return p;
+  };
   auto exchange = [&](bool scatter) {
     for (int64_t l = 0; l < k; ++l) {
       send[l].fill(kPoison);
       recv[l].fill(kPoison);
-      const void* in[1] = {scatter ? seq[l].data() : head[l].data()};
-      launched &= (scatter ? basp::layout::cuda::launch_scatter_pack(&g[l], 1, ws[l], in, send[l].data(), stream)
-                           : basp::layout::cuda::launch_gather_pack(&g[l], 1, ws[l], in, send[l].data(), stream)) ==
-                  cudaSuccess;
+      const std::vector<const void*> in = const_ptrs(scatter ? seq[l] : head[l]);
+      launched &=
+          (scatter ? basp::layout::cuda::launch_scatter_pack(g[l].data(), n, ws[l], in.data(), send[l].data(), stream)
+                   : basp::layout::cuda::launch_gather_pack(g[l].data(), n, ws[l], in.data(), send[l].data(),
+                                                            stream)) == cudaSuccess;
     }
-    for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t bytes = scatter ? base.chunk_bytes(i, j) : base.chunk_bytes(j, i);
-        if (bytes > 0) {
-          TEST_CUDA(cudaMemcpyAsync(recv[j].data() + ws[j].chunk_offset(0, i),
-                                    send[i].data() + ws[i].chunk_offset(0, j), static_cast<size_t>(bytes),
-                                    cudaMemcpyDeviceToDevice, stream));
+    for (int32_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t bytes = scatter ? base[t].chunk_bytes(i, j) : base[t].chunk_bytes(j, i);
+          if (bytes > 0) {
+            TEST_CUDA(cudaMemcpyAsync(recv[j].data() + ws[j].chunk_offset(t, i),
+                                      send[i].data() + ws[i].chunk_offset(t, j), static_cast<size_t>(bytes),
+                                      cudaMemcpyDeviceToDevice, stream));
+          }
         }
-      }
     for (int64_t l = 0; l < k; ++l) {
       if (scatter) {
-        void* out[1] = {head[l].data()};
-        launched &=
-            basp::layout::cuda::launch_scatter_unpack(&g[l], 1, ws[l], recv[l].data(), out, stream) == cudaSuccess;
-      } else if (!base.replicated()) {
-        void* out[1] = {back[l].data()};
-        launched &=
-            basp::layout::cuda::launch_gather_unpack(&g[l], 1, ws[l], recv[l].data(), out, stream) == cudaSuccess;
-      } else {
+        std::vector<void*> out;
+        for (auto& b : head[l]) out.push_back(b.data());
+        launched &= basp::layout::cuda::launch_scatter_unpack(g[l].data(), n, ws[l], recv[l].data(), out.data(),
+                                                              stream) == cudaSuccess;
+        continue;
+      }
+      // As the NCCL executor: the tensors without replicated heads in one launch, then each summed one.
+      std::vector<Geometry> plain = g[l];
+      std::vector<void*> out(static_cast<size_t>(n), nullptr);
+      for (int32_t t = 0; t < n; ++t) {
+        if (g[l][t].replicated()) {
+          plain[t].b_loc = 0;
+        } else {
+          out[t] = back[l][t].data();
+        }
+      }
+      launched &= basp::layout::cuda::launch_gather_unpack(plain.data(), n, ws[l], recv[l].data(), out.data(),
+                                                           stream) == cudaSuccess;
+      for (int32_t t = 0; t < n; ++t) {
+        if (!g[l][t].replicated()) continue;
         basp::layout::SumUnpackArgs a;
-        a.geom = g[l];
+        a.geom = g[l][t];
+        a.tensor = t;
         a.dtype = dtype;
-        a.seq = reinterpret_cast<unsigned char*>(back[l].data());
+        a.seq = reinterpret_cast<unsigned char*>(back[l][t].data());
         a.wire = reinterpret_cast<const unsigned char*>(recv[l].data());
         a.workspace = ws[l];
         launched &= basp::layout::cuda::launch_sum_unpack(a, stream) == cudaSuccess;
@@ -222,24 +258,30 @@ void general_case(Geometry base, int32_t dtype, basp::test::Tally& tally) {
     TEST_CUDA(cudaStreamSynchronize(stream));
   };
   exchange(true);
-  int64_t wrong = 0;
-  for (int64_t m = 0; m < k; ++m) {
-    const std::vector<std::byte> got = head[m].download();
-    for (int64_t b = 0; b < base.b_loc; ++b)
-      for (int64_t t = 0; t < base.seq_len; ++t)
-        for (int64_t i = 0; i < ref.hc(m); ++i)
-          for (int64_t d = 0; d < base.head_dim; ++d)
-            for (int64_t e = 0; e < base.elem; ++e)
-              wrong += got[ref.head_index(m, b, t, i, d) * base.elem + e] !=
-                       std::byte{basp::test::pattern_byte(kSeed, 0, b, t, ref.heads[m].begin + i, d, e)};
-  }
-  if (!tally.check(wrong == 0, name)) std::printf("  scatter: %lld bytes wrong\n", static_cast<long long>(wrong));
-  if (base.replicated()) {
-    // Random finite values as every holder's contribution: sums that round, compared with the host's.
+  for (int32_t t = 0; t < n; ++t) {
+    const Geometry& bt = base[t];
+    int64_t wrong = 0;
     for (int64_t m = 0; m < k; ++m) {
-      auto& h = head_host[m];
-      h.resize(static_cast<size_t>(g[m].head_tensor_bytes(m)));
-      for (size_t i = 0; i < h.size(); i += static_cast<size_t>(base.elem)) {
+      const std::vector<std::byte> got = head[m][t].download();
+      for (int64_t b = 0; b < bt.b_loc; ++b)
+        for (int64_t s = 0; s < bt.seq_len; ++s)
+          for (int64_t i = 0; i < ref[t].hc(m); ++i)
+            for (int64_t d = 0; d < bt.head_dim; ++d)
+              for (int64_t e = 0; e < bt.elem; ++e)
+                wrong += got[ref[t].head_index(m, b, s, i, d) * bt.elem + e] !=
+                         std::byte{basp::test::pattern_byte(kSeed, t, b, s, ref[t].heads[m].begin + i, d, e)};
+    }
+    if (!tally.check(wrong == 0, name))
+      std::printf("  scatter: tensor %d: %lld bytes wrong\n", t, static_cast<long long>(wrong));
+  }
+  // Random finite values as every holder's contribution to a replicated tensor: sums that round.
+  for (int32_t t = 0; t < n; ++t) {
+    for (int64_t m = 0; m < k; ++m) {
+      head_host[m].emplace_back();
+      if (!base[t].replicated()) continue;
+      auto& h = head_host[m][t];
+      h.resize(static_cast<size_t>(g[m][t].head_tensor_bytes(m)));
+      for (size_t i = 0; i < h.size(); i += static_cast<size_t>(base[t].elem)) {
         const float v = std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng);
         if (dtype == BASP_DTYPE_FP16) {
           const uint16_t x = basp::layout::float_to_half(v);
@@ -254,22 +296,24 @@ void general_case(Geometry base, int32_t dtype, basp::test::Tally& tally) {
           std::memcpy(&h[i], &x, 8);
         }
       }
-      head[m].upload(h);
+      head[m][t].upload(h);
     }
   }
   exchange(false);
   for (int64_t l = 0; l < k; ++l) {
-    const std::vector<std::byte> got = back[l].download();
-    std::vector<std::byte> want = seq_host[l];
-    if (base.replicated()) {
-      std::vector<basp::layout::RowPlace> places(static_cast<size_t>(k));
-      for (int64_t j = 0; j < k; ++j) places[j] = {head_host[j].data(), true};
-      basp::layout::gather_rows(g[l], places.data(), want.data(), dtype, false);
+    for (int32_t t = 0; t < n; ++t) {
+      const std::vector<std::byte> got = back[l][t].download();
+      std::vector<std::byte> want = seq_host[l][t];
+      if (base[t].replicated()) {
+        std::vector<basp::layout::RowPlace> places(static_cast<size_t>(k));
+        for (int64_t j = 0; j < k; ++j) places[j] = {head_host[j][t].data(), true};
+        basp::layout::gather_rows(g[l][t], places.data(), want.data(), dtype, false);
+      }
+      const int64_t diff = basp::test::first_difference(got, want);
+      if (!tally.check(diff < 0, name))
+        std::printf("  gather: rank %lld tensor %d first wrong byte %lld\n", static_cast<long long>(l), t,
+                    static_cast<long long>(diff));
     }
-    const int64_t diff = basp::test::first_difference(got, want);
-    if (!tally.check(diff < 0, name))
-      std::printf("  gather: rank %lld first wrong byte %lld\n", static_cast<long long>(l),
-                  static_cast<long long>(diff));
   }
   tally.check(launched, name);
   TEST_CUDA(cudaStreamDestroy(stream));
@@ -374,13 +418,30 @@ int main() {
     for (int32_t layout : {BASP_LAYOUT_BSHD, BASP_LAYOUT_SBHD})
       for (int64_t elem : {1, 2, 4, 8}) loopback_case(shape, layout, elem, tally);
   }
+  // Multi-head latent attention through the uniform path: Q, K at 192, V at 128, 16 heads each, K = 2 and 8.
+  for (int64_t k : {2, 8}) {
+    const basp::test::Shape mla{k, 1, 3, 128, {16, 16, 16}, {192, 192, 128}};
+    for (int32_t layout : {BASP_LAYOUT_BSHD, BASP_LAYOUT_SBHD}) loopback_case(mla, layout, 2, tally);
+  }
   // The general path: Qwen2.5-7B's 28/4 heads at K = 8 (replicated KV heads), MQA, uneven heads and tokens, THD.
   using basp::layout::Geometry;
-  general_case(general_geometry(BASP_LAYOUT_BSHD, 8, 2, 19, 4, 28, 128, 2), BASP_DTYPE_BF16, tally);
-  general_case(general_geometry(BASP_LAYOUT_SBHD, 8, 1, 33, 4, 28, 72, 2), BASP_DTYPE_FP16, tally);
-  general_case(general_geometry(BASP_LAYOUT_THD, 4, 1, 1001, 1, 8, 64, 4), BASP_DTYPE_FP32, tally);
-  general_case(general_geometry(BASP_LAYOUT_BSHD, 3, 2, 17, 5, 5, 64, 8), BASP_DTYPE_FP64, tally);
-  general_case(general_geometry(BASP_LAYOUT_THD, 8, 1, 5, 12, 12, 128, 2), BASP_DTYPE_BF16, tally);  // T < K
+  general_case({general_geometry(BASP_LAYOUT_BSHD, 8, 2, 19, 4, 28, 128, 2)}, BASP_DTYPE_BF16, tally);
+  general_case({general_geometry(BASP_LAYOUT_SBHD, 8, 1, 33, 4, 28, 72, 2)}, BASP_DTYPE_FP16, tally);
+  general_case({general_geometry(BASP_LAYOUT_THD, 4, 1, 1001, 1, 8, 64, 4)}, BASP_DTYPE_FP32, tally);
+  general_case({general_geometry(BASP_LAYOUT_BSHD, 3, 2, 17, 5, 5, 64, 8)}, BASP_DTYPE_FP64, tally);
+  general_case({general_geometry(BASP_LAYOUT_THD, 8, 1, 5, 12, 12, 128, 2)}, BASP_DTYPE_BF16, tally);  // T < K
+  // Multi-head latent attention in one exchange: Q, K at 192 and V at 128 (Hkv = Hq), and the rotary key, one head
+  // of 64 shared by every query head, so held by every rank and summed by the gather; S not divisible by K.
+  // DeepSeek-V2-Lite's 16 heads at K = 8 (BSHD, BF16) and DeepSeek-V3's 128 at K = 8 (SBHD, FP32).
+  for (const auto& [layout, heads, dtype, elem] :
+       {std::tuple<int32_t, int64_t, int32_t, int64_t>{BASP_LAYOUT_BSHD, 16, BASP_DTYPE_BF16, 2},
+        std::tuple<int32_t, int64_t, int32_t, int64_t>{BASP_LAYOUT_SBHD, 128, BASP_DTYPE_FP32, 4}}) {
+    general_case({general_geometry(layout, 8, 1, 11, heads, heads, 192, elem),
+                  general_geometry(layout, 8, 1, 11, heads, heads, 192, elem),
+                  general_geometry(layout, 8, 1, 11, heads, heads, 128, elem),
+                  general_geometry(layout, 8, 1, 11, 1, heads, 64, elem)},
+                 dtype, tally);
+  }
 #if BASP_HAVE_NCCL
   nccl_several_ranks_one_gpu(tally);
 #else

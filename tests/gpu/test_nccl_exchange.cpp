@@ -2,7 +2,8 @@
 // off, so that an execute is pack -> ncclAlltoAll -> unpack, exactly as with K > 1. Checks that the path is
 // bit-exact (K = 1: scatter and gather are the identity) with poisoned outputs for both layouts, that it is
 // captured in a CUDA graph (kernels and the NCCL all-to-all) and replays correctly on new data, and that an
-// aborted communicator makes executes fail with BASP_ERROR_NCCL.
+// aborted communicator makes executes fail with BASP_ERROR_NCCL. Each for GQA and for multi-head latent attention
+// (tensors of their own head sizes in one exchange).
 #include <nccl.h>
 
 #include <cstdio>
@@ -22,7 +23,9 @@ using basp::test::kPoison;
 
 namespace {
 
-basp::plan::ExchangePlan make_plan(int32_t layout) {
+// GQA's Q, K, V at one head size; or multi-head latent attention's (mla): Q, K at 192, V at 128, 16 heads each,
+// and the rotary key, one head of 64 serving the 16 query heads (at K = 1 its one holder is this rank).
+basp::plan::ExchangePlan make_plan(int32_t layout, bool mla = false) {
   basp_plan_desc_t desc = BASP_PLAN_DESC_INITIALIZER;
   desc.layout = layout;
   desc.dtype = BASP_DTYPE_BF16;
@@ -32,14 +35,27 @@ basp::plan::ExchangePlan make_plan(int32_t layout) {
   desc.num_heads[0] = 12;
   desc.num_heads[1] = 3;
   desc.num_heads[2] = 3;
+  if (mla) {
+    desc.seq_len = 37;
+    desc.head_dim = 192;
+    desc.num_tensors = 4;
+    const int64_t heads[4] = {16, 16, 16, 1}, query_heads[4] = {0, 16, 16, 16}, dims[4] = {0, 0, 128, 64};
+    for (int t = 0; t < 4; ++t) {
+      desc.num_heads[t] = heads[t];
+      desc.query_heads[t] = query_heads[t];
+      desc.head_dims[t] = dims[t];
+    }
+  }
   const auto spec = basp::plan::validate_spec(desc);
   return basp::plan::make_exchange_plan(spec, 1, 0, 2);
 }
 
-void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, int32_t layout, cudaStream_t stream,
-                basp::test::Tally& tally) {
+void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, int32_t layout, bool mla,
+                cudaStream_t stream, basp::test::Tally& tally) {
   std::mt19937_64 rng(5 + layout);
-  const auto plan = make_plan(layout);
+  const auto plan = make_plan(layout, mla);
+  std::printf("%s %s:\n", layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD",
+              mla ? "MLA (Q, K 192, V 128, rotary key 64)" : "GQA");
   basp::transport::nccl::ExecutorOptions options;
   options.local_copy_when_alone = false;
   auto executor = basp::transport::nccl::make_executor(group, plan, options);
@@ -148,8 +164,10 @@ int main() {
     auto comm = basp::runtime::comm_from_nccl(parent, call);
     auto& transport = dynamic_cast<basp::transport::nccl::NcclGroupTransport&>(comm->transport());
     const auto group = transport.group_comm();
-    run_layout(group, BASP_LAYOUT_BSHD, stream, tally);
-    run_layout(group, BASP_LAYOUT_SBHD, stream, tally);
+    for (bool mla : {false, true}) {
+      run_layout(group, BASP_LAYOUT_BSHD, mla, stream, tally);
+      run_layout(group, BASP_LAYOUT_SBHD, mla, stream, tally);
+    }
 
     // After an abort, the exchange path refuses to enqueue.
     basp::transport::nccl::ExecutorOptions local_off;
