@@ -4,10 +4,13 @@
 // rank's per-peer counts from tensor_split's formulas, its own block included, as the library's local copy). For
 // multi-query attention (one KV head, replicated to every rank) it also times ALST-style replication through the
 // library's uniform path: the KV tensors expanded to K heads in memory, then a uniform scatter; and the uniform
-// gather of the K replicas' gradients, then their sum. Every run times every case and operation in an order that
+// gather of the K replicas' gradients, then their sum. For multi-head latent attention (Q and K of 192 elements per
+// head, V of 128) it also times the same tensors through two plans of one head size each (Q and K, then V): what a
+// caller without per-tensor head sizes would run; those pairs alternate which goes first from run to run, and each
+// run's ratio (one exchange / two plans) is kept. Every run times every case and operation in an order that
 // rotates from run to run; one run's time is the slowest rank's; medians over the runs. Before timing, every
-// exchange (and the ALST variants) is checked bit-exactly, and each plan's bytes_sent_per_exchange against the
-// routing minimum computed here.
+// exchange (and the ALST and two-plan variants) is checked bit-exactly, and each plan's bytes_sent_per_exchange
+// against the routing minimum computed here.
 //
 // usage: mpirun -np 8 basp_shape_cost [-b 16M] [-n 10] [-w 2] [-d bf16] [-c 1] [--cases a,b] [-J results.json]
 #include <mpi.h>
@@ -45,7 +48,13 @@ struct CaseSpec {
   basp_layout_t layout;
   std::vector<Tensor> tensors;  // scattered and gathered by one plan
   bool alst;                    // also time ALST-style replication (every KV tensor has one head)
+  bool split = false;           // also time one plan per head size (the tensors of each size in one plan)
 };
+
+// Multi-head latent attention's Q, K, V (DeepSeek-V2, V3): Hq = Hkv, Q and K at 192, V at 128.
+std::vector<Tensor> mla_tensors(int64_t heads) {
+  return {{"Q", heads, 0, kMlaHeadDims[0]}, {"K", heads, heads, kMlaHeadDims[1]}, {"V", heads, heads, kMlaHeadDims[2]}};
+}
 
 std::vector<CaseSpec> all_cases() {
   return {
@@ -60,6 +69,8 @@ std::vector<CaseSpec> all_cases() {
       {"gqa-qwen2.5-7b", "Q, K, V: Hq 28, Hkv 4", BASP_LAYOUT_BSHD, {{"Q", 28, 0}, {"K", 4, 28}, {"V", 4, 28}}, false},
       {"thd", "Hq 32, one packed stream of long-tail documents", BASP_LAYOUT_THD, {{"Q", 32, 0}}, false},
       {"mqa", "Q, K, V: Hq 32, Hkv 1", BASP_LAYOUT_BSHD, {{"Q", 32, 0}, {"K", 1, 32}, {"V", 1, 32}}, true},
+      {"mla-16", "MLA Q, K, V: 16 heads, Q, K at 192, V at 128", BASP_LAYOUT_BSHD, mla_tensors(16), false, true},
+      {"mla-128", "MLA Q, K, V: 128 heads, Q, K at 192, V at 128", BASP_LAYOUT_BSHD, mla_tensors(128), false, true},
   };
 }
 
@@ -80,10 +91,10 @@ constexpr const char* kUsage =
     "  -n <runs>         timed runs of every case and operation, default 10\n"
     "  -w <n>            untimed rounds before timing, default 2\n"
     "  -d <type>         element type: fp16, bf16, fp32 or fp64 (the gathers sum replicated heads), default bf16\n"
-    "  --head-dim <n>    head dimension D, default 128\n"
+    "  --head-dim <n>    head dimension D, default 128 (the mla cases have their own: Q, K 192, V 128)\n"
     "  -c <0|1>          check every exchange bit-exactly before timing, default 1\n"
-    "  --cases <list>    uniform, uneven-heads, uneven-tokens, gqa-llama-3.1-8b, gqa-qwen2.5-7b, thd, mqa;\n"
-    "                    default all\n"
+    "  --cases <list>    uniform, uneven-heads, uneven-tokens, gqa-llama-3.1-8b, gqa-qwen2.5-7b, thd, mqa,\n"
+    "                    mla-16, mla-128; default all\n"
     "  -J <file>         also write the results as JSON\n";
 
 // The command line into `o`.
@@ -119,10 +130,11 @@ StudyOptions cost_options(CostOptions& o) {
   return options;
 }
 
-// The operations of a case: the library's two, the bare all-to-alls with the same counts, ALST's two.
-enum Op { kScatter, kGather, kA2avScatter, kA2avGather, kAlstScatter, kAlstGather, kOps };
-const char* const kOpNames[kOps] = {"scatter",          "gather",       "alltoallv_scatter",
-                                    "alltoallv_gather", "alst_scatter", "alst_gather"};
+// The operations of a case: the library's two, the bare all-to-alls with the same counts, ALST's two, the two
+// directions through one plan per head size.
+enum Op { kScatter, kGather, kA2avScatter, kA2avGather, kAlstScatter, kAlstGather, kSplitScatter, kSplitGather, kOps };
+const char* const kOpNames[kOps] = {"scatter",      "gather",      "alltoallv_scatter", "alltoallv_gather",
+                                    "alst_scatter", "alst_gather", "split_scatter",     "split_gather"};
 
 // A tensor's buffers: the sequence-sharded and the head-sharded form.
 struct TensorBuffers {
@@ -158,6 +170,9 @@ struct Case {
   std::vector<TensorBuffers> alst_bufs;
   int64_t alst_sent_max = 0;
   int64_t alst_extra_bytes = 0;  // the expanded copies a rank holds beyond the library's tensors
+  // One plan per head size over the same buffers: its plans and, for each, the tensors (indices) it moves.
+  std::vector<basp::Plan> split_plans;
+  std::vector<std::vector<size_t>> split_tensors;
   std::vector<double> times[kOps];
   Case() = default;
   Case(const Case&) = delete;
@@ -253,9 +268,9 @@ class ShapeCost {
   }
 
   int64_t token_bytes(const CaseSpec& spec) const {
-    int64_t heads = 0;
-    for (const Tensor& t : spec.tensors) heads += t.heads;
-    return heads * o_.head_dim * elem_;
+    int64_t elements = 0;
+    for (const Tensor& t : spec.tensors) elements += t.heads * tensor_head_dim(t, o_.head_dim);
+    return elements * elem_;
   }
 
   // S for the case: the mean bytes per rank near -b, then the case's shape rule.
@@ -306,6 +321,7 @@ class ShapeCost {
     for (size_t t = 0; t < c.spec.tensors.size(); ++t) {
       d.num_heads[t] = c.spec.tensors[t].heads;
       d.query_heads[t] = c.spec.tensors[t].query_heads;
+      d.head_dims[t] = c.spec.tensors[t].head_dim;
     }
     c.plan = basp::Plan(c.comm, d);
     MPI_Comm_split(world_, c.info.group_index, c.info.group_position, &c.group.comm);
@@ -342,15 +358,16 @@ class ShapeCost {
     c.row_min = INT64_MAX;
     int64_t rank_bytes = 0;
     for (const Tensor& t : c.spec.tensors) {
-      const Shard seq = seq_shard(c.place, elem_, o_.head_dim, t.heads);
-      const Shard head = head_shard(c.place, elem_, o_.head_dim, t.heads, t.query_heads);
+      const int64_t dim = tensor_head_dim(t, o_.head_dim);
+      const Shard seq = seq_shard(c.place, elem_, dim, t.heads);
+      const Shard head = head_shard(c.place, elem_, dim, t.heads, t.query_heads);
       c.bufs.emplace_back();
       c.bufs.back().seq = Buffer(*memory_, static_cast<size_t>(seq.bytes()));
       c.bufs.back().head = Buffer(*memory_, static_cast<size_t>(head.bytes()));
       rank_bytes += seq.bytes();
       for (int64_t j = 0; j < size_; ++j) {
         const HeadRange hr = head_range(size_, j, t.heads, t.query_heads);
-        const int64_t row = (hr.end - hr.begin) * o_.head_dim * elem_;
+        const int64_t row = (hr.end - hr.begin) * dim * elem_;
         if (row > 0) c.row_min = std::min(c.row_min, row);
         c.row_max = std::max(c.row_max, row);
       }
@@ -361,6 +378,39 @@ class ShapeCost {
     c.sent_max = v[1];
     c.sent_min = -v[2];
     if (c.spec.alst) setup_alst(c, d);
+    if (c.spec.split) setup_split(c, d);
+  }
+
+  // One plan per head size, each over the tensors of that size, in their order; together they must send what the
+  // one plan sends.
+  void setup_split(Case& c, const basp::PlanDesc& all) {
+    std::vector<int64_t> dims;
+    for (const Tensor& t : c.spec.tensors) {
+      const int64_t dim = tensor_head_dim(t, o_.head_dim);
+      if (std::find(dims.begin(), dims.end(), dim) == dims.end()) dims.push_back(dim);
+    }
+    int64_t sent = 0;
+    for (int64_t dim : dims) {
+      basp::PlanDesc d = all;
+      d.head_dim = dim;
+      d.num_tensors = 0;
+      c.split_tensors.emplace_back();
+      for (size_t t = 0; t < c.spec.tensors.size(); ++t) {
+        if (tensor_head_dim(c.spec.tensors[t], o_.head_dim) != dim) continue;
+        d.num_heads[d.num_tensors] = all.num_heads[t];
+        d.query_heads[d.num_tensors] = all.query_heads[t];
+        d.head_dims[d.num_tensors] = 0;
+        ++d.num_tensors;
+        c.split_tensors.back().push_back(t);
+      }
+      for (int32_t t = d.num_tensors; t < BASP_MAX_TENSORS; ++t) d.num_heads[t] = d.query_heads[t] = d.head_dims[t] = 0;
+      c.split_plans.emplace_back(c.comm, d);
+      sent += c.split_plans.back().info().bytes_sent_per_exchange;
+    }
+    if (sent != c.plan.info().bytes_sent_per_exchange) {
+      throw std::runtime_error(std::string(c.spec.name) + ": the plans per head size send " + std::to_string(sent) +
+                               " bytes, the one plan " + std::to_string(c.plan.info().bytes_sent_per_exchange));
+    }
   }
 
   void ensure(Buffer& b, int64_t bytes) {
@@ -395,6 +445,20 @@ class ShapeCost {
   Buffer& buffer(Case& c, size_t t, int op, bool seq) {
     const bool alst = op == kAlstScatter || op == kAlstGather;
     return side(alst && c.spec.tensors[t].query_heads ? c.alst_bufs[t] : c.bufs[t], seq);
+  }
+
+  // The two directions through the plans per head size, one after the other, over the library's buffers.
+  void exec_split(Case& c, bool scatter) {
+    for (size_t p = 0; p < c.split_plans.size(); ++p) {
+      std::vector<const void*> in;
+      std::vector<void*> out;
+      for (size_t t : c.split_tensors[p]) {
+        in.push_back(side(c.bufs[t], scatter).get());
+        out.push_back(side(c.bufs[t], !scatter).get());
+      }
+      basp::check((scatter ? basp_scatter_tokens : basp_gather_tokens)(c.split_plans[p].get(), -1, in.data(),
+                                                                       out.data(), nullptr));
+    }
   }
 
   void exec(Case& c, int op) {
@@ -473,6 +537,8 @@ class ShapeCost {
         exec(c, op);
         reduce_kv(c);
         break;
+      case kSplitScatter:
+      case kSplitGather: exec_split(c, op == kSplitScatter); break;
       default: break;
     }
   }
@@ -506,26 +572,47 @@ class ShapeCost {
     if (c.spec.alst) {
       wrong += check_op(c, Direction::kScatter, kAlstScatter) + check_op(c, Direction::kGather, kAlstGather);
     }
+    if (c.spec.split) {
+      wrong += check_op(c, Direction::kScatter, kSplitScatter) + check_op(c, Direction::kGather, kSplitGather);
+    }
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
     c.wrong = wrong;
     return wrong;
   }
 
-  static int ops_of(const Case& c) { return c.spec.alst ? kOps : kAlstScatter; }
+  // The operations timed for a case, in the order of a run whose index is even. A case with plans per head size
+  // runs each of its pairs (one exchange, the plans per head size) back to back, the pair's order swapped on odd
+  // runs; the others rotate.
+  static std::vector<int> ops_of(const Case& c) {
+    if (c.spec.split) return {kScatter, kSplitScatter, kGather, kSplitGather, kA2avScatter, kA2avGather};
+    if (c.spec.alst) return {kScatter, kGather, kA2avScatter, kA2avGather, kAlstScatter, kAlstGather};
+    return {kScatter, kGather, kA2avScatter, kA2avGather};
+  }
+
+  static std::vector<int> run_order(const Case& c, int32_t run) {
+    std::vector<int> ops = ops_of(c);
+    if (c.spec.split) {
+      if (run % 2 == 1) {
+        std::swap(ops[0], ops[1]);
+        std::swap(ops[2], ops[3]);
+      }
+      return ops;
+    }
+    std::rotate(ops.begin(), ops.begin() + run % static_cast<int32_t>(ops.size()), ops.end());
+    return ops;
+  }
 
   void time_all() {
     const size_t n = cases_.size();
     for (int32_t i = 0; i < o_.warmup; ++i) {
       for (auto& c : cases_) {
-        for (int op = 0; op < ops_of(*c); ++op) run_op(*c, op);
+        for (int op : ops_of(*c)) run_op(*c, op);
       }
     }
     for (int32_t run = 0; run < o_.runs; ++run) {
       for (size_t ci = 0; ci < n; ++ci) {
         Case& c = *cases_[(ci + static_cast<size_t>(run)) % n];
-        const int ops = ops_of(c);
-        for (int i = 0; i < ops; ++i) {
-          const int op = (run + i) % ops;
+        for (int op : run_order(c, run)) {
           MPI_Barrier(world_);
           const double t0 = MPI_Wtime();
           run_op(c, op);
@@ -535,6 +622,31 @@ class ShapeCost {
         }
       }
     }
+  }
+
+  // Each run's ratio of `one` to `other` (the same run's times), sorted.
+  static std::vector<double> pair_ratios(const Case& c, int one, int other) {
+    std::vector<double> r;
+    for (size_t i = 0; i < c.times[one].size() && i < c.times[other].size(); ++i) {
+      if (c.times[other][i] > 0) r.push_back(c.times[one][i] / c.times[other][i]);
+    }
+    std::sort(r.begin(), r.end());
+    return r;
+  }
+
+  // "0.61 (quartiles 0.58-0.64, range 0.52-0.70, 12 pairs)": the median of sorted ratios and their spread; the
+  // quartiles are the medians of the lower and the upper half.
+  static std::string ratio_text(const std::vector<double>& r) {
+    if (r.empty()) return "N/A";
+    const size_t h = r.size() / 2;
+    const double q1 =
+        median(std::vector<double>(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(std::max<size_t>(h, 1))));
+    const double q3 =
+        median(std::vector<double>(r.end() - static_cast<std::ptrdiff_t>(std::max<size_t>(h, 1)), r.end()));
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3f (quartiles %.3f-%.3f, range %.3f-%.3f, %zu pairs)", median(r), q1, q3,
+                  r.front(), r.back(), r.size());
+    return buf;
   }
 
   double ms(const Case& c, int op) const { return c.times[op].empty() ? 0.0 : median(c.times[op]) * 1e3; }
@@ -572,6 +684,31 @@ class ShapeCost {
                     ms(c, kAlstGather) / ms(c, kGather));
       print(line);
     }
+    for (const auto& cp : cases_) {
+      const Case& c = *cp;
+      if (!c.spec.split) continue;
+      std::string plans;
+      for (size_t p = 0; p < c.split_plans.size(); ++p) {
+        plans += p ? "; " : "";
+        for (size_t i = 0; i < c.split_tensors[p].size(); ++i) {
+          plans += (i ? ", " : "") + c.spec.tensors[c.split_tensors[p][i]].name;
+        }
+        plans += " at " + std::to_string(tensor_head_dim(c.spec.tensors[c.split_tensors[p][0]], o_.head_dim));
+      }
+      print("#\n# " + std::string(c.spec.name) +
+            ": one exchange (per-tensor head sizes) against one plan per head size (" + plans +
+            "), the same bytes; each run's one/two ratio, the pair's order alternating\n" + "#   scatter: one " +
+            fixed(ms(c, kScatter)) + " ms, two plans " + fixed(ms(c, kSplitScatter)) + " ms, one/two " +
+            ratio_text(pair_ratios(c, kScatter, kSplitScatter)) + "\n" + "#   gather:  one " + fixed(ms(c, kGather)) +
+            " ms, two plans " + fixed(ms(c, kSplitGather)) + " ms, one/two " +
+            ratio_text(pair_ratios(c, kGather, kSplitGather)) + "\n");
+    }
+  }
+
+  static std::string fixed(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", x);
+    return buf;
   }
 
   void write_json(int64_t total_wrong) const {
@@ -595,7 +732,14 @@ class ShapeCost {
       if (c.spec.alst) {
         out << ", \"alst_sent_bytes_max\": " << c.alst_sent_max << ", \"alst_extra_bytes\": " << c.alst_extra_bytes;
       }
-      for (int op = 0; op < ops_of(c); ++op) {
+      if (c.spec.split) {
+        out << ", \"split_plans\": " << c.split_plans.size();
+        const std::vector<double> rs = pair_ratios(c, kScatter, kSplitScatter);
+        const std::vector<double> rg = pair_ratios(c, kGather, kSplitGather);
+        out << ", \"scatter_over_split_median\": " << json_number(median(rs))
+            << ", \"gather_over_split_median\": " << json_number(median(rg));
+      }
+      for (int op : ops_of(c)) {
         out << ", \"" << kOpNames[op] << "_ms\": " << json_number(ms(c, op)) << ", \"" << kOpNames[op]
             << "_runs_ms\": [";
         for (size_t r = 0; r < c.times[op].size(); ++r) out << (r ? ", " : "") << json_number(c.times[op][r] * 1e3);
