@@ -12,7 +12,7 @@
 // exchange (and the ALST and two-plan variants) is checked bit-exactly, and each plan's bytes_sent_per_exchange
 // against the routing minimum computed here.
 //
-// usage: mpirun -np 8 basp_shape_cost [-b 16M] [-n 10] [-w 2] [-d bf16] [-c 1] [--cases a,b] [-J results.json]
+// usage: mpirun -np 8 basp_shape_cost [-b 16M] [-n 10] [-w 2] [-r 1] [-d bf16] [-c 1] [--cases a,b] [-J results.json]
 #include <mpi.h>
 
 #include <algorithm>
@@ -78,6 +78,7 @@ struct CostOptions {
   int64_t bytes = 16 << 20;
   int32_t runs = 10;
   int32_t warmup = 2;
+  int32_t reps = 1;  // executions per timed sample
   basp_dtype_t dtype = BASP_DTYPE_BF16;
   int32_t check = 1;
   int64_t head_dim = 128;
@@ -90,6 +91,7 @@ constexpr const char* kUsage =
     "  -b <size>         bytes per rank of each case's sequence-sharded tensors, on average (K/M/G), default 16M\n"
     "  -n <runs>         timed runs of every case and operation, default 10\n"
     "  -w <n>            untimed rounds before timing, default 2\n"
+    "  -r <n>            executions per timed sample (its time is their mean), default 1\n"
     "  -d <type>         element type: fp16, bf16, fp32 or fp64 (the gathers sum replicated heads), default bf16\n"
     "  --head-dim <n>    head dimension D, default 128 (the mla cases have their own: Q, K 192, V 128)\n"
     "  -c <0|1>          check every exchange bit-exactly before timing, default 1\n"
@@ -103,6 +105,7 @@ StudyOptions cost_options(CostOptions& o) {
   options.value("-b", [&](const std::string& v) { o.bytes = parse_size(v, "-b"); })
       .value("-n", [&](const std::string& v) { o.runs = static_cast<int32_t>(parse_int(v, "-n", 1, 100000)); })
       .value("-w", [&](const std::string& v) { o.warmup = static_cast<int32_t>(parse_int(v, "-w", 0, 100000)); })
+      .value("-r", [&](const std::string& v) { o.reps = static_cast<int32_t>(parse_int(v, "-r", 1, 100000)); })
       .value("-d",
              [&](const std::string& v) {
                o.dtype = parse_dtype(v);
@@ -239,9 +242,9 @@ class ShapeCost {
           "bytes, one group of all ranks\n# nranks " +
           std::to_string(size_) + " (K = " + std::to_string(size_) + "), " + dtype_name(o_.dtype) + ", head-dim " +
           std::to_string(o_.head_dim) + ", about " + std::to_string(o_.bytes) + " bytes per rank per case, runs " +
-          std::to_string(o_.runs) + " (median of the slowest rank's time), warmup " + std::to_string(o_.warmup) +
-          ", BASP_MPI_TRANSPORT=" + (std::getenv("BASP_MPI_TRANSPORT") ? std::getenv("BASP_MPI_TRANSPORT") : "auto") +
-          "\n# " + utc_date() +
+          std::to_string(o_.runs) + " (median of the slowest rank's time) of " + std::to_string(o_.reps) +
+          " executions each, warmup " + std::to_string(o_.warmup) + ", BASP_MPI_TRANSPORT=" +
+          (std::getenv("BASP_MPI_TRANSPORT") ? std::getenv("BASP_MPI_TRANSPORT") : "auto") + "\n# " + utc_date() +
           "\n# every run times every case and operation, in an order that rotates from run to run\n#\n");
     for (const CaseSpec& spec : all_cases()) {
       if (!o_.cases.empty() && std::find(o_.cases.begin(), o_.cases.end(), spec.name) == o_.cases.end()) continue;
@@ -615,8 +618,8 @@ class ShapeCost {
         for (int op : run_order(c, run)) {
           MPI_Barrier(world_);
           const double t0 = MPI_Wtime();
-          run_op(c, op);
-          double t = MPI_Wtime() - t0;
+          for (int32_t r = 0; r < o_.reps; ++r) run_op(c, op);
+          double t = (MPI_Wtime() - t0) / o_.reps;
           MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world_);
           c.times[op].push_back(t);
         }
@@ -717,8 +720,8 @@ class ShapeCost {
     out << "{\n  \"program\": \"" << kProgram << "\",\n  \"date\": " << json_string(utc_date())
         << ",\n  \"nranks\": " << size_
         << ",\n  \"backend\": \"mpi\",\n  \"dtype\": " << json_string(dtype_name(o_.dtype))
-        << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"runs\": " << o_.runs << ",\n  \"warmup\": " << o_.warmup
-        << ",\n  \"mpi_transport\": "
+        << ",\n  \"head_dim\": " << o_.head_dim << ",\n  \"runs\": " << o_.runs << ",\n  \"reps\": " << o_.reps
+        << ",\n  \"warmup\": " << o_.warmup << ",\n  \"mpi_transport\": "
         << json_string(std::getenv("BASP_MPI_TRANSPORT") ? std::getenv("BASP_MPI_TRANSPORT") : "auto")
         << ",\n  \"results\": [";
     for (size_t i = 0; i < cases_.size(); ++i) {
