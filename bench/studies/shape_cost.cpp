@@ -7,7 +7,8 @@
 // gather of the K replicas' gradients, then their sum. For multi-head latent attention (Q and K of 192 elements per
 // head, V of 128) it also times the same tensors through two plans of one head size each (Q and K, then V): what a
 // caller without per-tensor head sizes would run; those pairs alternate which goes first from run to run, and each
-// run's ratio (one exchange / two plans) is kept. Every run times every case and operation in an order that
+// run's ratio (one exchange / two plans) is kept. A control case (mha-16) runs the same two plans over tensors of one
+// head size, where a second plan is not needed. Every run times every case and operation in an order that
 // rotates from run to run; one run's time is the slowest rank's; medians over the runs. Before timing, every
 // exchange (and the ALST and two-plan variants) is checked bit-exactly, and each plan's bytes_sent_per_exchange
 // against the routing minimum computed here.
@@ -48,7 +49,8 @@ struct CaseSpec {
   basp_layout_t layout;
   std::vector<Tensor> tensors;  // scattered and gathered by one plan
   bool alst;                    // also time ALST-style replication (every KV tensor has one head)
-  bool split = false;           // also time one plan per head size (the tensors of each size in one plan)
+  // Also time the tensors through one plan per group (indices into tensors; each group of one head size).
+  std::vector<std::vector<size_t>> split = {};
 };
 
 // Multi-head latent attention's Q, K, V (DeepSeek-V2, V3): Hq = Hkv, Q and K at 192, V at 128.
@@ -69,8 +71,26 @@ std::vector<CaseSpec> all_cases() {
       {"gqa-qwen2.5-7b", "Q, K, V: Hq 28, Hkv 4", BASP_LAYOUT_BSHD, {{"Q", 28, 0}, {"K", 4, 28}, {"V", 4, 28}}, false},
       {"thd", "Hq 32, one packed stream of long-tail documents", BASP_LAYOUT_THD, {{"Q", 32, 0}}, false},
       {"mqa", "Q, K, V: Hq 32, Hkv 1", BASP_LAYOUT_BSHD, {{"Q", 32, 0}, {"K", 1, 32}, {"V", 1, 32}}, true},
-      {"mla-16", "MLA Q, K, V: 16 heads, Q, K at 192, V at 128", BASP_LAYOUT_BSHD, mla_tensors(16), false, true},
-      {"mla-128", "MLA Q, K, V: 128 heads, Q, K at 192, V at 128", BASP_LAYOUT_BSHD, mla_tensors(128), false, true},
+      {"mla-16",
+       "MLA Q, K, V: 16 heads, Q, K at 192, V at 128",
+       BASP_LAYOUT_BSHD,
+       mla_tensors(16),
+       false,
+       {{0, 1}, {2}}},
+      {"mla-128",
+       "MLA Q, K, V: 128 heads, Q, K at 192, V at 128",
+       BASP_LAYOUT_BSHD,
+       mla_tensors(128),
+       false,
+       {{0, 1}, {2}}},
+      // The MLA cases' control: one head size, the same two plans (Q and K, then V); what one exchange against two
+      // costs when no tensor needs a head size of its own.
+      {"mha-16",
+       "Q, K, V: 16 heads at D (MLA's control)",
+       BASP_LAYOUT_BSHD,
+       {{"Q", 16, 0}, {"K", 16, 16}, {"V", 16, 16}},
+       false,
+       {{0, 1}, {2}}},
   };
 }
 
@@ -96,7 +116,7 @@ constexpr const char* kUsage =
     "  --head-dim <n>    head dimension D, default 128 (the mla cases have their own: Q, K 192, V 128)\n"
     "  -c <0|1>          check every exchange bit-exactly before timing, default 1\n"
     "  --cases <list>    uniform, uneven-heads, uneven-tokens, gqa-llama-3.1-8b, gqa-qwen2.5-7b, thd, mqa,\n"
-    "                    mla-16, mla-128; default all\n"
+    "                    mla-16, mla-128, mha-16; default all\n"
     "  -J <file>         also write the results as JSON\n";
 
 // The command line into `o`.
@@ -381,25 +401,23 @@ class ShapeCost {
     c.sent_max = v[1];
     c.sent_min = -v[2];
     if (c.spec.alst) setup_alst(c, d);
-    if (c.spec.split) setup_split(c, d);
+    if (!c.spec.split.empty()) setup_split(c, d);
   }
 
-  // One plan per head size, each over the tensors of that size, in their order; together they must send what the
-  // one plan sends.
+  // One plan per group of tensors of one head size, in their order; together they must send what the one plan
+  // sends.
   void setup_split(Case& c, const basp::PlanDesc& all) {
-    std::vector<int64_t> dims;
-    for (const Tensor& t : c.spec.tensors) {
-      const int64_t dim = tensor_head_dim(t, o_.head_dim);
-      if (std::find(dims.begin(), dims.end(), dim) == dims.end()) dims.push_back(dim);
-    }
     int64_t sent = 0;
-    for (int64_t dim : dims) {
+    for (const std::vector<size_t>& group : c.spec.split) {
+      const int64_t dim = tensor_head_dim(c.spec.tensors[group[0]], o_.head_dim);
       basp::PlanDesc d = all;
       d.head_dim = dim;
       d.num_tensors = 0;
       c.split_tensors.emplace_back();
-      for (size_t t = 0; t < c.spec.tensors.size(); ++t) {
-        if (tensor_head_dim(c.spec.tensors[t], o_.head_dim) != dim) continue;
+      for (size_t t : group) {
+        if (tensor_head_dim(c.spec.tensors[t], o_.head_dim) != dim) {
+          throw std::logic_error(std::string(c.spec.name) + ": a plan of tensors of different head sizes");
+        }
         d.num_heads[d.num_tensors] = all.num_heads[t];
         d.query_heads[d.num_tensors] = all.query_heads[t];
         d.head_dims[d.num_tensors] = 0;
@@ -575,7 +593,7 @@ class ShapeCost {
     if (c.spec.alst) {
       wrong += check_op(c, Direction::kScatter, kAlstScatter) + check_op(c, Direction::kGather, kAlstGather);
     }
-    if (c.spec.split) {
+    if (!c.spec.split.empty()) {
       wrong += check_op(c, Direction::kScatter, kSplitScatter) + check_op(c, Direction::kGather, kSplitGather);
     }
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, world_);
@@ -587,14 +605,14 @@ class ShapeCost {
   // runs each of its pairs (one exchange, the plans per head size) back to back, the pair's order swapped on odd
   // runs; the others rotate.
   static std::vector<int> ops_of(const Case& c) {
-    if (c.spec.split) return {kScatter, kSplitScatter, kGather, kSplitGather, kA2avScatter, kA2avGather};
+    if (!c.spec.split.empty()) return {kScatter, kSplitScatter, kGather, kSplitGather, kA2avScatter, kA2avGather};
     if (c.spec.alst) return {kScatter, kGather, kA2avScatter, kA2avGather, kAlstScatter, kAlstGather};
     return {kScatter, kGather, kA2avScatter, kA2avGather};
   }
 
   static std::vector<int> run_order(const Case& c, int32_t run) {
     std::vector<int> ops = ops_of(c);
-    if (c.spec.split) {
+    if (!c.spec.split.empty()) {
       if (run % 2 == 1) {
         std::swap(ops[0], ops[1]);
         std::swap(ops[2], ops[3]);
@@ -689,7 +707,7 @@ class ShapeCost {
     }
     for (const auto& cp : cases_) {
       const Case& c = *cp;
-      if (!c.spec.split) continue;
+      if (c.spec.split.empty()) continue;
       std::string plans;
       for (size_t p = 0; p < c.split_plans.size(); ++p) {
         plans += p ? "; " : "";
@@ -698,8 +716,7 @@ class ShapeCost {
         }
         plans += " at " + std::to_string(tensor_head_dim(c.spec.tensors[c.split_tensors[p][0]], o_.head_dim));
       }
-      print("#\n# " + std::string(c.spec.name) +
-            ": one exchange (per-tensor head sizes) against one plan per head size (" + plans +
+      print("#\n# " + std::string(c.spec.name) + ": one exchange against one plan per group (" + plans +
             "), the same bytes; each run's one/two ratio, the pair's order alternating\n" + "#   scatter: one " +
             fixed(ms(c, kScatter)) + " ms, two plans " + fixed(ms(c, kSplitScatter)) + " ms, one/two " +
             ratio_text(pair_ratios(c, kScatter, kSplitScatter)) + "\n" + "#   gather:  one " + fixed(ms(c, kGather)) +
@@ -735,7 +752,7 @@ class ShapeCost {
       if (c.spec.alst) {
         out << ", \"alst_sent_bytes_max\": " << c.alst_sent_max << ", \"alst_extra_bytes\": " << c.alst_extra_bytes;
       }
-      if (c.spec.split) {
+      if (!c.spec.split.empty()) {
         out << ", \"split_plans\": " << c.split_plans.size();
         const std::vector<double> rs = pair_ratios(c, kScatter, kSplitScatter);
         const std::vector<double> rg = pair_ratios(c, kGather, kSplitGather);
