@@ -43,6 +43,7 @@ for name, argv in {
     "sweep": ["-b", "1M", "-e", "64M", "-f", "2", "-n", "5", "-w", "1", "-c", "1"],
     "shape": ["-B", "1,2,4,8", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "-d", "bf16"],
     "json": ["-J", "out.json", "--layout", "sbhd", "--mode", "basp", "--placement", "contiguous"],
+    "mla": ["--model", "deepseek-v3", "--mla", "--head-dims", "192,192,128", "--pass", "both", "-B", "1,8"],
 }.items():
     write(perf, name, b"\x00".join(a.encode() for a in argv))
 
