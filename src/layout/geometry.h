@@ -18,6 +18,11 @@
 //     token tok_begin(s) (BSHD, THD), or one block of b_loc * S_s rows from row tok_begin(s) * b_loc (SBHD);
 //   - on the wire (a packed chunk), row r starts at r * head_row_bytes(h).
 // THD is BSHD with b_loc = 1 and S = the T tokens of the call's stream.
+//
+// A geometry may describe one head chunk of an exchange (plan/head_chunks.h; chunk_count > 1): it then moves, per
+// position h, only the heads [moved(h).begin, moved(h).end) inside h's heads, in rows of moved_row_bytes(h) bytes;
+// h's head-sharded tensor keeps its whole rows (head_row_bytes(h) apart), the moved heads moved_skip_bytes(h)
+// into each. Chunk 0 of 1 moves every head: moved(h) is [head_begin(h), head_end(h)).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,15 @@
 #include "common/split.h"
 
 namespace basp::layout {
+
+// Heads [begin, end) of one tensor, in its own numbering.
+struct HeadSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  BASP_HOST_DEVICE int64_t size() const { return end - begin; }
+  BASP_HOST_DEVICE bool empty() const { return end <= begin; }
+  BASP_HOST_DEVICE bool operator==(const HeadSpan& o) const { return begin == o.begin && end == o.end; }
+};
 
 struct Geometry {
   int32_t layout = BASP_LAYOUT_BSHD;  // basp_layout_t
@@ -38,6 +52,9 @@ struct Geometry {
   int64_t split_heads = 0;            // the head count whose split the heads follow: H, or Hq for a KV tensor
   int64_t head_dim = 0;               // D
   int64_t elem = 0;                   // bytes per element
+  int32_t chunk_index = 0;            // the head chunk this geometry moves: chunk_index of chunk_count ...
+  int32_t chunk_count = 1;
+  int32_t chunk_gather = 0;  // ... of a gather (1) or a scatter (0); chunk 0 of 1 is the whole exchange
 
   // --- splits ---
   BASP_HOST_DEVICE int64_t tok_begin(int64_t j) const { return detail::split_begin(seq_len, k, j); }
@@ -60,6 +77,44 @@ struct Geometry {
   BASP_HOST_DEVICE int64_t first_holder(int64_t h) const { return detail::split_position(split_heads, k, h * ratio()); }
   BASP_HOST_DEVICE int64_t last_holder(int64_t h) const {
     return detail::split_position(split_heads, k, (h + 1) * ratio() - 1);
+  }
+
+  // --- the heads one execute moves ---
+  BASP_HOST_DEVICE bool whole() const { return chunk_count == 1; }
+  // Position j's heads this execute moves (to j in a scatter, from j in a gather): for a head chunk, its query
+  // heads of j by the split rule, and a key/value head with the first chunk of j reading it (scatter) or the last
+  // one (gather) (plan/head_chunks.h); the whole exchange: every head of j.
+  BASP_HOST_DEVICE HeadSpan moved(int64_t j) const {
+    if (whole()) return {head_begin(j), head_end(j)};
+    const int64_t a = split_begin(j);
+    const int64_t b = split_begin(j + 1);
+    const int64_t qb = a + detail::split_begin(b - a, chunk_count, chunk_index);
+    const int64_t qe = a + detail::split_begin(b - a, chunk_count, chunk_index + 1);
+    if (qe <= qb) return {};
+    const int64_t r = ratio();
+    int64_t lo = qb / r;
+    int64_t hi = (qe - 1) / r + 1;
+    // The head of the chunk's first query head is read by j's previous chunk too unless that query head starts
+    // the head: the scatter moved it there. The head of its last query head is read by j's next chunk too: the
+    // gather moves it there.
+    if (!chunk_gather && qb > a && qb % r != 0) ++lo;
+    if (chunk_gather && qe < b && qe % r != 0) --hi;
+    if (lo >= hi) return {};
+    return {lo, hi};
+  }
+  BASP_HOST_DEVICE int64_t moved_row_bytes(int64_t j) const { return moved(j).size() * dim_bytes(); }
+  // Bytes from the start of a row of j's head-sharded tensor to the moved heads (0 when none move).
+  BASP_HOST_DEVICE int64_t moved_skip_bytes(int64_t j) const {
+    const HeadSpan m = moved(j);
+    return m.empty() ? 0 : (m.begin - head_begin(j)) * dim_bytes();
+  }
+  // The same tensor's geometry for head chunk `index` of `count` in a gather (true) or scatter.
+  BASP_HOST_DEVICE Geometry chunk(int32_t index, int32_t count, bool gather) const {
+    Geometry g = *this;
+    g.chunk_index = index;
+    g.chunk_count = count;
+    g.chunk_gather = gather ? 1 : 0;
+    return g;
   }
 
   // --- sizes ---

@@ -5,6 +5,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "plan/dtype.h"
+#include "plan/head_chunks.h"
 
 namespace basp::plan {
 
@@ -109,16 +110,19 @@ int64_t align64(int64_t v) { return checked_add(v, 63, "workspace bytes") / 64 *
 
 }  // namespace
 
-CallGeometry ExchangePlan::call(int64_t tokens, HeadRange heads) const {
-  BASP_CHECK(heads.whole(), BASP_ERROR_INTERNAL, "an execute over heads ", heads.first, "+", heads.count,
-             ": only the whole range is implemented");
+CallGeometry ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direction) const {
+  if (chunk.index != 0 || chunk.count != 1) check_head_chunk(*this, chunk);
   CallGeometry c;
   c.tokens = tokens;
-  c.heads = heads;
+  c.chunk = chunk;
+  c.direction = direction;
   c.num_tensors = num_tensors();
   for (int32_t t = 0; t < c.num_tensors; ++t) {
     const auto i = static_cast<size_t>(t);
     c.tensors[i] = at(t, tokens);
+    c.tensors[i].chunk_index = chunk.index;
+    c.tensors[i].chunk_count = chunk.count;
+    c.tensors[i].chunk_gather = direction == Direction::kGather ? 1 : 0;
     c.seq_bytes[i] = c.tensors[i].seq_tensor_bytes(position);
     c.head_bytes[i] = c.tensors[i].head_tensor_bytes(position);
   }
@@ -129,15 +133,18 @@ int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, cons
   const auto& held = held_before_[static_cast<size_t>(t)];
   const int64_t before = held[static_cast<size_t>(j)] - (j > owner ? g.heads_of(owner) : 0);
   return workspace_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)] +
-         g.seq_rows(owner) * g.dim_bytes() * before;
+         g.seq_rows(owner) * (g.dim_bytes() * before + (g.whole() ? 0 : g.moved_skip_bytes(j)));
 }
 
 int64_t ExchangePlan::region_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g,
                                     Direction direction) const {
   const int64_t base = region_base_[static_cast<size_t>(owner)][static_cast<size_t>(t)];
-  if (direction == Direction::kScatter)
-    return base + g.seq_rows(owner) * g.dim_bytes() * held_before_[static_cast<size_t>(t)][j];
-  return base + g.head_row_bytes(owner) * g.b_loc * g.tok_begin(j);
+  if (direction == Direction::kScatter) {
+    return base + g.seq_rows(owner) * (g.dim_bytes() * held_before_[static_cast<size_t>(t)][j] +
+                                       (g.whole() ? 0 : g.moved_skip_bytes(j)));
+  }
+  return base + g.b_loc * (g.head_row_bytes(owner) * g.tok_begin(j) +
+                           (g.whole() ? 0 : g.tok_count(j) * g.moved_skip_bytes(owner)));
 }
 
 ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, int32_t position,

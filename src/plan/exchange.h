@@ -32,23 +32,24 @@ ExchangeSpec validate_spec(const basp_plan_desc_v1& desc);
 // group's stream) and leaves seq_len 0; BSHD/SBHD as validate_spec.
 ExchangeSpec validate_batch_tensors(const basp_plan_desc_v1& desc);
 
-// A range of the heads an execute moves, in units of the group's head split (per tensor: of its split_heads, the
-// heads its split follows). The whole range, every head, is the only range executes move so far; the control
-// messages carry the range, so that ranks on different ranges of one exchange would be a mismatch. A head chunk
-// (head_chunks.h) is no HeadRange: it takes a range inside each position's heads, not one range of the group's.
-struct HeadRange {
-  int64_t first = 0;
-  int64_t count = -1;  // -1: through the last head
-  bool whole() const { return first == 0 && count < 0; }
-  bool operator==(const HeadRange& o) const { return first == o.first && count == o.count; }
-  bool operator!=(const HeadRange& o) const { return !(*this == o); }
+// Head chunk `index` of `count` of an exchange (plan/head_chunks.h): what one execute moves. Chunk 0 of 1 is the
+// whole exchange, which every public execute moves; the control messages carry the chunk, so that ranks on
+// different chunks of one exchange are a mismatch.
+struct HeadChunk {
+  int32_t index = 0;
+  int32_t count = 1;
+  bool whole() const { return count == 1; }
+  bool operator==(const HeadChunk& o) const { return index == o.index && count == o.count; }
+  bool operator!=(const HeadChunk& o) const { return !(*this == o); }
 };
 
-// The geometry of one execute for one head range, derived once (ExchangePlan::call) and handed down to the
+// The geometry of one execute of one head chunk, derived once (ExchangePlan::call) and handed down to the
 // transport: its paths and the workspace offsets read it instead of deriving it again per tensor or per chunk.
+// Each tensor's geometry carries the chunk (layout::Geometry::moved: the heads it moves per position).
 struct CallGeometry {
   int64_t tokens = 0;  // per sequence (THD: of the stream)
-  HeadRange heads;
+  HeadChunk chunk;
+  Direction direction = Direction::kScatter;  // whose heads a chunk moves (the whole exchange: both alike)
   int32_t num_tensors = 0;
   std::array<layout::Geometry, BASP_MAX_TENSORS> tensors{};  // at `tokens`
   std::array<int64_t, BASP_MAX_TENSORS> seq_bytes{};         // this rank's sequence-sharded side of each tensor
@@ -85,13 +86,15 @@ struct ExchangePlan {
     return g;
   }
 
-  // The geometry of an execute of `tokens` tokens per sequence (THD: of the stream) over `heads`.
-  CallGeometry call(int64_t tokens, HeadRange heads = {}) const;
+  // The geometry of an execute of `tokens` tokens per sequence (THD: of the stream) moving head chunk `chunk` of
+  // an exchange in `direction`. Throws INVALID_ARGUMENT naming the chunk outside check_head_chunk's bounds.
+  CallGeometry call(int64_t tokens, HeadChunk chunk = {}, Direction direction = Direction::kScatter) const;
 
   // The packed workspace of the p2p and cma paths on position `owner` (sized at capacity): for each tensor, the
   // chunks of the owner's sequence side for every other position, in position order. Byte offset of tensor t's
   // chunk for position j != owner in an execute whose tensor t has geometry `g` (CallGeometry::at), or of `tokens`
-  // tokens.
+  // tokens. A head chunk's piece of it starts seq_rows(owner) * moved_skip_bytes(j) bytes in: the piece of the
+  // rows of j's heads it moves, so the C chunks of one direction use disjoint bytes of the workspace.
   int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g) const;
   int64_t workspace_offset(int32_t owner, int32_t t, int32_t j, int64_t tokens) const {
     return workspace_offset(owner, t, j, at(t, tokens));
@@ -101,7 +104,8 @@ struct ExchangePlan {
   // The staging region of the staged path on position `owner` (sized at capacity), per tensor and direction: in a
   // scatter the owner's chunks for every position (its own slot unused), in a gather the rows of every position's
   // tokens of the owner's head-sharded input. Byte offset of tensor t's chunk for position j, in an execute whose
-  // tensor t has geometry `g`.
+  // tensor t has geometry `g`; a head chunk's piece, as in the workspace, the piece of the rows of the heads it
+  // moves (scatter: of position j's heads; gather: of the owner's).
   int64_t region_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g, Direction direction) const;
   int64_t region_bytes(int32_t owner) const { return region_base_[static_cast<size_t>(owner)].back(); }
 

@@ -32,18 +32,7 @@ HeadSpan split_span(const layout::Geometry& g, int64_t j, HeadChunk chunk) {
 
 // The heads of g that `chunk` moves to (scatter) or from (gather) position j, the arguments already checked.
 HeadSpan moved_span(const layout::Geometry& g, int64_t j, HeadChunk chunk, Direction direction) {
-  const HeadSpan q = split_span(g, j, chunk);
-  if (q.empty()) return {};
-  const int64_t r = g.ratio();
-  int64_t lo = q.begin / r;
-  int64_t hi = (q.end - 1) / r + 1;
-  // The head of the chunk's first query head is read by j's previous chunk too (which holds query head q.begin - 1,
-  // of the same head unless q.begin starts a head): the scatter moved it there.
-  if (direction == Direction::kScatter && q.begin > g.split_begin(j) && q.begin % r != 0) ++lo;
-  // The head of its last query head is read by j's next chunk too: the gather moves it there.
-  if (direction == Direction::kGather && q.end < g.split_begin(j + 1) && q.end % r != 0) --hi;
-  if (lo >= hi) return {};
-  return {lo, hi};
+  return g.chunk(chunk.index, chunk.count, direction == Direction::kGather).moved(j);
 }
 
 int64_t span_bytes(const layout::Geometry& g, int64_t from, int64_t to, HeadChunk chunk, Direction direction) {

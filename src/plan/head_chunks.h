@@ -1,6 +1,6 @@
 // Head chunks: an exchange cut into C pieces along the query heads, so that attention on one piece can overlap the
 // exchange of its neighbours (docs/design.md, "Head chunks"). Pure arithmetic on an ExchangePlan, independent of the
-// tensors' memory layout. This is the arithmetic a split-phase execution is to follow; no execute uses it yet.
+// tensors' memory layout. An execute's geometry of one chunk is ExchangePlan::call's.
 //
 // Head chunk c of C is a range of EACH position's split heads (a tensor's query heads, or its own heads for a
 // query-like tensor): position j's split heads [a_j, a_j + n_j) cut into C contiguous ranges by tensor_split's rule
@@ -20,10 +20,10 @@
 // chunk c is); over the C chunks every (tensor, head, holder) moves exactly once per direction, and the chunks'
 // bytes add up to the whole exchange's. The heads one chunk moves to or from one position are contiguous.
 //
-// Not a HeadRange (exchange.h): a HeadRange is one range of the group's split heads, the same on every position,
-// whereas chunk c is K ranges, one inside each position's split heads; for K > 1 and C > 1 they are not one
-// contiguous range (position 0's later chunks lie between its chunk c and position 1's). Chunk 0 of 1 moves what
-// the whole HeadRange moves.
+// Chunk c is K ranges, one inside each position's split heads; for K > 1 and C > 1 they are not one contiguous
+// range of the group's heads (position 0's later chunks lie between its chunk c and position 1's). Chunk 0 of 1 is
+// the whole exchange. The struct (HeadChunk) is in exchange.h, which executes it (ExchangePlan::call); the moved
+// heads are layout::Geometry::moved, which the copies of an execute follow.
 //
 // Names: a "chunk" of geometry.h is what sequence position s exchanges with head position h in a whole exchange;
 // within head chunk c, s and h exchange the part of that chunk which carries head chunk c's heads.
@@ -36,22 +36,8 @@
 
 namespace basp::plan {
 
-// Head chunk `index` of `count`.
-struct HeadChunk {
-  int32_t index = 0;
-  int32_t count = 1;
-  bool operator==(const HeadChunk& o) const { return index == o.index && count == o.count; }
-  bool operator!=(const HeadChunk& o) const { return !(*this == o); }
-};
-
 // Heads [begin, end) of one tensor, in its own numbering (0..num_heads-1; query heads for split_heads()).
-struct HeadSpan {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-  bool empty() const { return end <= begin; }
-  bool operator==(const HeadSpan& o) const { return begin == o.begin && end == o.end; }
-};
+using HeadSpan = layout::HeadSpan;
 
 // The most head chunks the plan takes: the split heads of its busiest position, the largest over its tensors
 // (ceil(Hq / K) for an attention plan whose tensors follow Hq query heads).

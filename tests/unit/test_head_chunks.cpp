@@ -1,7 +1,8 @@
 // Head chunks (plan/head_chunks.h) against a reference written here from the definition, head by head: every shape of
 // K in 1..5, Hq in 1..12, Hkv dividing Hq (Hkv < K replicates key/value heads) and C in 1..max; the bytes against
 // the whole exchange's (layout::Geometry, CallGeometry); the errors; then the chunk count's choice
-// (plan/head_chunk_choice.h) against times worked out by hand.
+// (plan/head_chunk_choice.h) against times worked out by hand; an execute's geometry of a chunk (ExchangePlan::call),
+// whose pieces of the workspaces tile the whole exchange's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -458,4 +459,82 @@ TEST_CASE("a backward layer: the scatter and the gather plans differ", "[plan][c
   const auto choice = basp::plan::choose_head_chunks(scatter, gather, 4, small_model(), kUnit, 12.0);
   CHECK(choice.predicted == std::vector<double>{46, 39, 38});
   CHECK(choice.count == 3);
+}
+
+namespace {
+
+// Marks bytes [offset, offset + n) of `used` with `mark`; fails on a byte some piece of the same direction marked.
+void mark(std::vector<int>& used, int64_t offset, int64_t n, int mark_value) {
+  REQUIRE(offset >= 0);
+  REQUIRE(offset + n <= static_cast<int64_t>(used.size()));
+  for (int64_t i = offset; i < offset + n; ++i) {
+    REQUIRE(used[static_cast<size_t>(i)] == 0);
+    used[static_cast<size_t>(i)] = mark_value;
+  }
+}
+
+// The execute geometry of every chunk of `count` in `direction`: its tensors move chunk_heads, and the chunks'
+// pieces of the workspace and the staging region tile the whole exchange's pieces, none overlapping another.
+void check_call(const ExchangePlan& p, int32_t count, Direction direction, int64_t tokens) {
+  const int32_t owner = p.position;
+  const bool scatter = direction == Direction::kScatter;
+  std::vector<int> work(static_cast<size_t>(p.workspace_bytes(owner)), 0);
+  std::vector<int> region(static_cast<size_t>(p.region_bytes(owner)), 0);
+  for (int32_t c = 0; c < count; ++c) {
+    const basp::plan::CallGeometry call = p.call(tokens, {c, count}, direction);
+    REQUIRE(call.chunk == HeadChunk{c, count});
+    for (int32_t t = 0; t < p.num_tensors(); ++t) {
+      const basp::layout::Geometry& g = call.at(t);
+      for (int32_t j = 0; j < p.group_size; ++j) {
+        REQUIRE(g.moved(j) == basp::plan::chunk_heads(p, t, j, {c, count}, direction));
+        if (j != owner) mark(work, p.workspace_offset(owner, t, j, g), g.seq_rows(owner) * g.moved_row_bytes(j), 1);
+        const int64_t n =
+            scatter ? g.seq_rows(owner) * g.moved_row_bytes(j) : g.b_loc * g.tok_count(j) * g.moved_row_bytes(owner);
+        mark(region, p.region_offset(owner, t, j, g, direction), n, 1);
+      }
+    }
+  }
+  // Together the chunks cover exactly the whole exchange's pieces.
+  const basp::plan::CallGeometry whole = p.call(tokens);
+  std::vector<int> work_whole(work.size(), 0);
+  std::vector<int> region_whole(region.size(), 0);
+  for (int32_t t = 0; t < p.num_tensors(); ++t) {
+    const basp::layout::Geometry& g = whole.at(t);
+    for (int32_t j = 0; j < p.group_size; ++j) {
+      REQUIRE(g.moved(j) == HeadSpan{g.head_begin(j), g.head_end(j)});
+      if (j != owner) mark(work_whole, p.workspace_offset(owner, t, j, g), g.seq_rows(owner) * g.head_row_bytes(j), 1);
+      const int64_t n =
+          scatter ? g.seq_rows(owner) * g.head_row_bytes(j) : g.b_loc * g.tok_count(j) * g.head_row_bytes(owner);
+      mark(region_whole, p.region_offset(owner, t, j, g, direction), n, 1);
+    }
+  }
+  REQUIRE(work == work_whole);
+  REQUIRE(region == region_whole);
+}
+
+}  // namespace
+
+TEST_CASE("an execute of a head chunk moves its heads in its own pieces of the workspaces", "[plan][chunks]") {
+  for (int32_t k = 1; k <= 5; ++k) {
+    for (int64_t hq = 1; hq <= 12; ++hq) {
+      for (int64_t hkv = 1; hkv <= hq; ++hkv) {
+        if (hq % hkv != 0) continue;
+        for (int32_t position = 0; position < k; ++position) {
+          const auto p = qkv_plan(k, position, hq, hkv);
+          for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
+            for (const Direction d : {Direction::kScatter, Direction::kGather}) {
+              for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
+                INFO("K " << k << " position " << position << " Hq " << hq << " Hkv " << hkv << " C " << count
+                          << " tokens " << tokens << (d == Direction::kScatter ? " scatter" : " gather"));
+                check_call(p, count, d, tokens);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const auto p = qkv_plan(3, 1, 8, 2);
+  require_invalid([&] { p.call(7, {0, 4}, Direction::kScatter); }, "head chunk count (4) is above the plan's maximum");
+  require_invalid([&] { p.call(7, {3, 3}, Direction::kGather); }, "head chunk index (3) is outside 0..2");
 }

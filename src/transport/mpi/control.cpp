@@ -111,11 +111,11 @@ PlanControl::~PlanControl() {
   if (sends_pinned_) detail::keep_forever(send_);
 }
 
-void PlanControl::begin(Direction direction, int64_t tokens, const plan::HeadRange& heads, uint64_t documents) {
+void PlanControl::begin(Direction direction, int64_t tokens, plan::HeadChunk chunk, uint64_t documents) {
   ++call_;
   direction_ = direction;
   tokens_ = tokens;
-  heads_ = heads;
+  chunk_ = chunk;
   documents_ = documents;
   rounds_ = 0;
   channel_.enter();
@@ -170,8 +170,8 @@ void PlanControl::send_all(Round round, uint32_t flags, const uint64_t* addresse
   m.workspace = workspace;
   m.status = status;
   m.tokens = tokens_;
-  m.head_first = heads_.first;
-  m.head_count = heads_.count;
+  m.chunk_index = chunk_.index;
+  m.chunk_count = chunk_.count;
   m.documents = documents_;
   m.batch = batch_;
   if (count > 0) std::memcpy(m.address, addresses, static_cast<size_t>(count) * sizeof(uint64_t));
@@ -283,8 +283,8 @@ void PlanControl::check_arrivals() {
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
     if (got_[static_cast<size_t>(j)] == Got::kWitness || m.call != call_ ||
-        m.direction != static_cast<int32_t>(direction_) || m.tokens != tokens_ || m.head_first != heads_.first ||
-        m.head_count != heads_.count || m.documents != documents_ || (m.flags & kFlagFailed)) {
+        m.direction != static_cast<int32_t>(direction_) || m.tokens != tokens_ || m.chunk_index != chunk_.index ||
+        m.chunk_count != chunk_.count || m.documents != documents_ || (m.flags & kFlagFailed)) {
       report_mismatch();
     }
   }
@@ -301,10 +301,10 @@ void PlanControl::report_mismatch() const {
   for (int32_t j = 0; j < k_; ++j) failed = failed || (recv_[static_cast<size_t>(j)].flags & kFlagFailed);
   bool tokens_differ = false;  // a THD exchange whose ranks passed different token counts
   for (int32_t j = 0; j < k_; ++j) tokens_differ = tokens_differ || recv_[static_cast<size_t>(j)].tokens != tokens_;
-  bool heads_differ = false;  // ... or different head ranges
+  bool chunks_differ = false;  // ... or different head chunks
   for (int32_t j = 0; j < k_; ++j) {
     const ControlMessage& m = recv_[static_cast<size_t>(j)];
-    heads_differ = heads_differ || m.head_first != heads_.first || m.head_count != heads_.count;
+    chunks_differ = chunks_differ || m.chunk_index != chunk_.index || m.chunk_count != chunk_.count;
   }
   bool documents_differ = false;  // ... or different document boundaries (basp_plan_set_documents)
   for (int32_t j = 0; j < k_; ++j) {
@@ -320,9 +320,10 @@ void PlanControl::report_mismatch() const {
       out += " of a batch described as " + std::string(fp);
     }
     if (tokens_differ) out += " of " + std::to_string(m.tokens) + " tokens";
-    if (heads_differ) {
-      out += m.head_count < 0 ? " of heads " + std::to_string(m.head_first) + " to the last"
-                              : " of " + std::to_string(m.head_count) + " heads from " + std::to_string(m.head_first);
+    if (chunks_differ) {
+      out += m.chunk_count == 1
+                 ? std::string(" of every head")
+                 : " of head chunk " + std::to_string(m.chunk_index) + " of " + std::to_string(m.chunk_count);
     }
     if (documents_differ) {
       char fp[32];

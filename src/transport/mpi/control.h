@@ -56,9 +56,9 @@ struct ControlMessage {
   uint64_t workspace = 0;                       // the sender's packed workspace, where its path has one (round 1)
   int32_t status = 0;                           // with kFlagFailed: the status of the sender's failed checks
   int32_t reserved = 0;
-  int64_t tokens = -1;     // the tokens of the exchange (THD: T of the call)
-  int64_t head_first = 0;  // the head range of the exchange (plan::HeadRange; the whole: 0, -1)
-  int64_t head_count = -1;
+  int64_t tokens = -1;      // the tokens of the exchange (THD: T of the call)
+  int32_t chunk_index = 0;  // the head chunk of the exchange (plan::HeadChunk; the whole: 0 of 1)
+  int32_t chunk_count = 1;
   uint64_t documents = 0;  // THD: the fingerprint of the document boundaries (0: none set)
   uint64_t batch = 0;      // batch plans: the fingerprint of the batch description (0: not a batch plan)
 };
@@ -105,7 +105,7 @@ class ControlChannel {
   std::vector<Stashed> stash_;
 };
 
-// What a plan's control messages must match beyond the exchange itself (operation, call number, head range,
+// What a plan's control messages must match beyond the exchange itself (operation, call number, head chunk,
 // tokens, documents), and where they travel.
 //   plan tag           a plan of a group (`id`: its plan id): its own tag on the group's channel; a peer found on
 //                      another plan's tag is read as a witness of a mismatch.
@@ -135,9 +135,9 @@ class PlanControl {
   PlanControl(const PlanControl&) = delete;
   PlanControl& operator=(const PlanControl&) = delete;
 
-  // Around every exchange of `tokens` tokens per sequence (THD: of the stream) over `heads` (both part of what must
-  // match). rollback() before end(): the exchange did not happen (a mismatch).
-  void begin(Direction direction, int64_t tokens, const plan::HeadRange& heads, uint64_t documents = 0);
+  // Around every exchange of `tokens` tokens per sequence (THD: of the stream) of head chunk `chunk` (both part of
+  // what must match). rollback() before end(): the exchange did not happen (a mismatch).
+  void begin(Direction direction, int64_t tokens, plan::HeadChunk chunk, uint64_t documents = 0);
   void rollback();
   void end();
 
@@ -185,7 +185,7 @@ class PlanControl {
   int64_t call_ = -1;
   Direction direction_ = Direction::kScatter;
   int64_t tokens_ = -1;
-  plan::HeadRange heads_;
+  plan::HeadChunk chunk_;
   uint64_t documents_ = 0;
   int32_t rounds_ = 0;
   Round round_ = kArrive;

@@ -32,7 +32,7 @@ namespace basp::transport::mpi {
 // One scatter or gather as the executor hands it to the path.
 struct Exchange {
   Direction direction;
-  const plan::CallGeometry& call;  // its tokens, head range and geometry, derived once
+  const plan::CallGeometry& call;  // its tokens, head chunk and geometry, derived once
   const layout::Geometry* geom;    // call.tensors
   const void* const* inputs;
   void* const* outputs;

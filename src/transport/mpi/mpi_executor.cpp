@@ -72,7 +72,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(direction, tokens, plan::HeadRange{}, documents_);
+    control_.begin(direction, tokens, plan::HeadChunk{}, documents_);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
@@ -115,7 +115,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
     const Exchange x{direction, call, call.tensors.data(), inputs, outputs, deadline};
-    control_.begin(direction, call.tokens, call.heads, documents_);
+    control_.begin(direction, call.tokens, call.chunk, documents_);
     try {
       set_last_path(path_->run(x));
     } catch (const detail::Error& e) {

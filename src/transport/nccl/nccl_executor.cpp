@@ -35,20 +35,20 @@ struct ExchangeCall {
   uint64_t plan = 0;      // fingerprint of the plan's geometry
   int64_t direction = 0;  // a Direction value
   int64_t tokens = 0;
-  int64_t head_first = 0;  // the head range (plan::HeadRange)
-  int64_t head_count = -1;
+  int32_t chunk_index = 0;  // the head chunk (plan::HeadChunk)
+  int32_t chunk_count = 1;
   uint64_t documents = 0;
   bool operator==(const ExchangeCall& o) const {
     return plan_id == o.plan_id && plan == o.plan && direction == o.direction && tokens == o.tokens &&
-           head_first == o.head_first && head_count == o.head_count && documents == o.documents;
+           chunk_index == o.chunk_index && chunk_count == o.chunk_count && documents == o.documents;
   }
 };
 
 std::string describe(const ExchangeCall& c) {
   return std::string(direction_call(static_cast<Direction>(c.direction))) + " of plan " + std::to_string(c.plan_id) +
          " (fingerprint " + std::to_string(c.plan) + ") of " + std::to_string(c.tokens) + " tokens" +
-         (c.head_first != 0 || c.head_count >= 0
-              ? " over heads " + std::to_string(c.head_first) + "+" + std::to_string(c.head_count)
+         (c.chunk_count != 1
+              ? " of head chunk " + std::to_string(c.chunk_index) + " of " + std::to_string(c.chunk_count)
               : std::string()) +
          (c.documents != 0 ? " with document boundaries " + std::to_string(c.documents) : std::string());
 }
@@ -112,6 +112,8 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
 
   void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
+    BASP_CHECK(call.chunk.whole(), BASP_ERROR_UNSUPPORTED, direction_call(direction), ": head chunk ", call.chunk.index,
+               " of ", call.chunk.count, ": the NCCL backend executes whole exchanges only");
     run(
         direction, call,
         [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
@@ -147,8 +149,8 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
     ExchangeCall mine = call_;
     mine.direction = static_cast<int64_t>(direction);
     mine.tokens = call.tokens;
-    mine.head_first = call.heads.first;
-    mine.head_count = call.heads.count;
+    mine.chunk_index = call.chunk.index;
+    mine.chunk_count = call.chunk.count;
     const auto k = static_cast<size_t>(plan_.group_size);
     std::vector<ExchangeCall> all(k);
     comm_->allgather(&mine, sizeof mine, all.data(), std::string("the exchange check of ") + op, where_,
@@ -206,6 +208,8 @@ class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
 
   void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
+    BASP_CHECK(call.chunk.whole(), BASP_ERROR_UNSUPPORTED, direction_call(direction), ": head chunk ", call.chunk.index,
+               " of ", call.chunk.count, ": the NCCL backend executes whole exchanges only");
     run(
         direction,
         [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
