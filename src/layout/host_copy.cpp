@@ -94,17 +94,21 @@ namespace {
 // a few divisions each): its heads, its row bytes, whether its first and last heads are shared with neighbours,
 // and where its rows start on the head side.
 struct Peer {
-  int64_t lo = 0, hi = 0;  // its heads [lo, hi)
-  int64_t rb = 0;          // bytes of its rows
+  int64_t lo = 0, hi = 0;  // its heads [lo, hi) that move
+  int64_t rb = 0;          // bytes of its rows that move
+  int64_t stride = 0;      // bytes of its rows in its head-sharded tensor
   bool shared_lo = false, shared_hi = false;
   int64_t tb = 0, tc = 0;  // `me`'s tokens: where they start and how many (head side of position j)
   std::byte* base = nullptr;
   bool tensor = false;
 
   Peer(const Geometry& g, int64_t j, const RowPlace& place) : base(place.base), tensor(place.tensor) {
-    lo = g.head_begin(j);
-    hi = g.head_end(j);
-    rb = g.head_row_bytes(j);
+    const HeadSpan m = g.moved(j);
+    lo = m.begin;
+    hi = m.end;
+    rb = m.size() * g.dim_bytes();
+    stride = g.head_row_bytes(j);
+    if (tensor && rb > 0) base += g.moved_skip_bytes(j);
     const bool may_share = g.split_heads != g.heads && hi > lo;
     shared_lo = may_share && g.first_holder(lo) != g.last_holder(lo);
     shared_hi = may_share && hi - 1 != lo && g.first_holder(hi - 1) != g.last_holder(hi - 1);
@@ -115,7 +119,7 @@ struct Peer {
   std::byte* row(const Geometry& g, int64_t r) const {
     if (!tensor) return base + r * rb;
     const int64_t rows = g.token_major() ? tb * g.b_loc + r : (r / tc) * g.seq_len + tb + r % tc;
-    return base + rows * rb;
+    return base + rows * stride;
   }
 };
 
@@ -276,7 +280,31 @@ void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int3
   if (streaming) stream_fence();
 }
 
+namespace {
+
+// A head chunk's rows of sequence position s in the head-sharded tensor `head` of `me` <-> the packed chunk:
+// moved_row_bytes(me) of each row, one copy per row (the rows are not contiguous in the tensor).
+template <bool kToWire>
+void copy_chunk_rows(const Geometry& g, std::byte* head, std::byte* wire, int64_t s, bool streaming) {
+  const int64_t stride = g.head_row_bytes(g.me);
+  const int64_t rb = g.moved_row_bytes(g.me);
+  if (rb == 0) return;
+  std::byte* first = head + g.moved_skip_bytes(g.me);
+  for (int64_t b = 0; b < g.num_blocks(); ++b) {
+    const int64_t start = g.block_start_row(s) + b * g.block_stride_rows();
+    for (int64_t i = 0; i < g.block_rows(s); ++i) {
+      std::byte* t = first + (start + i) * stride;
+      std::byte* w = wire + (b * g.block_rows(s) + i) * rb;
+      copy_bytes(kToWire ? w : t, kToWire ? t : w, rb, streaming);
+    }
+  }
+  if (streaming) stream_fence();
+}
+
+}  // namespace
+
 void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t s, bool streaming) {
+  if (!g.whole()) return copy_chunk_rows<true>(g, const_cast<std::byte*>(head), wire, s, streaming);
   const int64_t rb = g.head_row_bytes(g.me);
   const int64_t block = g.block_rows(s) * rb;
   if (block == 0) return;
@@ -287,6 +315,7 @@ void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, i
 }
 
 void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t s, bool streaming) {
+  if (!g.whole()) return copy_chunk_rows<false>(g, head, const_cast<std::byte*>(wire), s, streaming);
   const int64_t rb = g.head_row_bytes(g.me);
   const int64_t block = g.block_rows(s) * rb;
   if (block == 0) return;

@@ -10,14 +10,16 @@
 namespace basp::layout {
 
 // Where the rows of one position's chunk lie on the head side of a pass (scatter's destination, gather's source):
-// position h's head-sharded tensor (`tensor`: row r at head_row_offset(h, me, r)), or a packed chunk (row r at
-// r * head_row_bytes(h)). An entry for a position that holds no heads of the tensor is never touched.
+// position h's head-sharded tensor (`tensor`: row r at head_row_offset(h, me, r), its moved heads
+// moved_skip_bytes(h) into it), or a packed chunk (row r at r * moved_row_bytes(h)). An entry for a position whose
+// heads do not move is never touched.
 struct RowPlace {
   std::byte* base = nullptr;
   bool tensor = false;
 
   std::byte* row(const Geometry& g, int64_t h, int64_t r) const {
-    return base + (tensor ? g.head_row_offset(h, g.me, r) : r * g.head_row_bytes(h));
+    if (g.whole()) return base + (tensor ? g.head_row_offset(h, g.me, r) : r * g.head_row_bytes(h));
+    return base + (tensor ? g.head_row_offset(h, g.me, r) + g.moved_skip_bytes(h) : r * g.moved_row_bytes(h));
   }
 };
 
@@ -38,7 +40,7 @@ void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* place
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming);
 
 // Head-sharded tensor of `me` <-> packed chunk of sequence position s's rows (contiguous blocks: a few memcpy
-// calls; `streaming`: non-temporal stores, ending with a store fence).
+// calls; a head chunk: one per row; `streaming`: non-temporal stores, ending with a store fence).
 void pack_head_rows(const Geometry& g, const std::byte* head, std::byte* wire, int64_t s, bool streaming = false);
 void unpack_head_rows(const Geometry& g, const std::byte* wire, std::byte* head, int64_t s, bool streaming = false);
 

@@ -1,6 +1,6 @@
 // Head chunks: an exchange cut into C pieces along the query heads, so that attention on one piece can overlap the
 // exchange of its neighbours (docs/design.md, "Head chunks"). Pure arithmetic on an ExchangePlan, independent of the
-// tensors' memory layout. An execute's geometry of one chunk is ExchangePlan::call's.
+// tensors' memory layout. The MPI backend executes one chunk at a time (ExchangePlan::call).
 //
 // Head chunk c of C is a range of EACH position's split heads (a tensor's query heads, or its own heads for a
 // query-like tensor): position j's split heads [a_j, a_j + n_j) cut into C contiguous ranges by tensor_split's rule

@@ -222,7 +222,8 @@ void Plan::check_memory_kinds(Direction direction, const void* const* inputs, vo
 
 // A rank whose arguments fail the checks still tells its group (transport::PlanExecutor::fail), so that the peers
 // fail at once instead of waiting for it until their timeout; then it throws its own error.
-void Plan::execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
+void Plan::execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, const void* const* inputs,
+                   void* const* outputs, void* stream) {
   check_usable();
   const char* op = direction_name(direction);
   int64_t call = tokens;
@@ -232,7 +233,7 @@ void Plan::execute(Direction direction, int64_t tokens, const void* const* input
     BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
                    ") is not the stream's length in the document boundaries set (", documents_tokens_,
                    "): call basp_plan_set_documents for this step's documents");
-    geometry = exchange_.call(call);
+    geometry = exchange_.call(call, chunk, direction);
     check_buffers(direction, geometry, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();

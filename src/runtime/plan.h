@@ -37,7 +37,15 @@ class Plan {
   // The token count basp_scatter/basp_gather pass: the plan's own (not allowed for THD).
   static constexpr int64_t kPlanTokens = INT64_MIN;
   // A scatter or gather of `tokens` tokens (basp_scatter_tokens; kPlanTokens from basp_scatter).
-  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream);
+  void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
+    execute(direction, tokens, plan::HeadChunk{}, inputs, outputs, stream);
+  }
+  // The same for head chunk `chunk` of the exchange (plan/head_chunks.h): internal, for the tests so far. Every
+  // path of the MPI backend executes a chunk, blocking, except the gather of a plan whose heads several ranks hold
+  // (BASP_ERROR_UNSUPPORTED); the NCCL backend none (BASP_ERROR_UNSUPPORTED). A chunk outside the plan's bounds is
+  // a BASP_ERROR_INVALID_ARGUMENT of this rank's checks.
+  void execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, const void* const* inputs,
+               void* const* outputs, void* stream);
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
   void set_documents(const int64_t* cu_seqlens, int32_t num_docs);
   // basp_plan_query's answer.

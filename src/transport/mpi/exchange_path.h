@@ -10,6 +10,9 @@
 //           every rank's head-sharded tensors lie in basp_mem_alloc memory.                 2 rounds
 // A staged exchange whose head-sharded tensors lie in basp_mem_alloc memory on some ranks but not all costs a
 // third round (kReady): those ranks fill their staging regions only once round 1 showed the others do not share.
+// Every path executes one head chunk (plan/head_chunks.h) like a whole exchange over the chunk's heads: the
+// geometry carries them (layout::Geometry::moved), the host copies and the workspace offsets follow it; except the
+// gather of a plan with heads several positions hold (the executor refuses it).
 #pragma once
 
 #include <sys/types.h>

@@ -114,6 +114,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     const detail::TraceRange range(direction == Direction::kScatter ? "basp:scatter" : "basp:gather");
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
+    if (!call.chunk.whole()) check_chunk(direction, call);
     const Exchange x{direction, call, call.tensors.data(), inputs, outputs, deadline};
     control_.begin(direction, call.tokens, call.chunk, documents_);
     try {
@@ -130,6 +131,16 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     }
     set_last_rounds(control_.rounds());
     control_.end();
+  }
+
+  // What a head chunk's execute needs beyond a whole one's; the same verdict on every rank of the group.
+  void check_chunk(Direction direction, const plan::CallGeometry& call) const {
+    const char* op = direction_call(direction);
+    BASP_CHECK(call.direction == direction, BASP_ERROR_INTERNAL, op, ": head chunk ", call.chunk.index, " of ",
+               call.chunk.count, " derived for the other direction");
+    BASP_CHECK(direction == Direction::kScatter || !plan_.replicated, BASP_ERROR_UNSUPPORTED, op, ": head chunk ",
+               call.chunk.index, " of ", call.chunk.count,
+               " of a gather whose heads several ranks hold: their sum over chunks is not implemented");
   }
 
   GroupSpec group_;  // world ranks by position, for messages

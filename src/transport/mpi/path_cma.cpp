@@ -10,7 +10,8 @@
 //            workspace, then unpacks them row-major over the group into its output;
 //   round 2: done with the peers' memory.
 // One system call per peer and tensor (more where a chunk spans more than IOV_MAX blocks), one copy by the kernel
-// and one user-space copy per byte.
+// and one user-space copy per byte. A head chunk (plan/head_chunks.h) moves the same way its part of each row: its
+// own piece of the workspaces (ExchangePlan::workspace_offset), one range per row on the head-sharded side.
 #include <algorithm>
 #include <exception>
 #include <utility>
@@ -125,6 +126,14 @@ class CmaPath final : public ExchangePath {
         const int32_t j = (me + i) % k;  // staggered, so that ranks do not all read the same peer at once
         const int64_t block = g.block_rows(j) * rb;
         const uintptr_t remote = c_.control->peer(j).workspace + p.workspace_offset(j, t, me, x.geom[t]);
+        if (!g.whole()) {  // a head chunk: its part of each row
+          const int64_t moved = g.moved_row_bytes(me);
+          std::byte* first = out + g.moved_skip_bytes(me);
+          read_peer(
+              j, g.seq_rows(j), moved, [&](int64_t r) { return first + g.head_row_offset(me, j, r); },
+              [&](int64_t r) { return remote + r * moved; });
+          continue;
+        }
         read_peer(
             j, g.num_blocks(), block,
             [&](int64_t b) { return out + (g.block_start_row(j) + b * g.block_stride_rows()) * rb; },
@@ -146,6 +155,14 @@ class CmaPath final : public ExchangePath {
         const int64_t block = g.block_rows(me) * rb;
         const auto remote = static_cast<uintptr_t>(c_.control->peer(j).address[t]);  // j's head-sharded input
         std::byte* chunk = own_chunk(x, t, j);
+        if (!g.whole()) {  // a head chunk: its part of each row
+          const int64_t moved = g.moved_row_bytes(j);
+          const uintptr_t first = remote + g.moved_skip_bytes(j);
+          read_peer(
+              j, g.seq_rows(me), moved, [&](int64_t r) { return chunk + r * moved; },
+              [&](int64_t r) { return first + g.head_row_offset(j, me, r); });
+          continue;
+        }
         read_peer(
             j, g.num_blocks(), block, [&](int64_t b) { return chunk + b * block; },
             [&](int64_t b) { return remote + (g.block_start_row(me) + b * g.block_stride_rows()) * rb; });

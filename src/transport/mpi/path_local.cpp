@@ -1,4 +1,5 @@
-// The local path (K = 1): the sequence-sharded and head-sharded tensors hold the same bytes; no control round.
+// The local path (K = 1): the sequence-sharded and head-sharded tensors hold the same bytes; no control round. A
+// head chunk copies its heads of each row.
 #include <cstring>
 
 #include "layout/host_copy.h"
@@ -18,6 +19,10 @@ class LocalPath final : public ExchangePath {
   // larger than the cache (the output is not read back before attention, by which time it would be evicted).
   basp_path_t run(const Exchange& x) override {
     const plan::ExchangePlan& p = *c_.plan;
+    if (!x.call.chunk.whole()) {
+      run_chunk(x);
+      return BASP_PATH_LOCAL;
+    }
     bool streamed = false;
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
       const auto bytes = static_cast<size_t>(x.geom[t].seq_tensor_bytes(0));
@@ -36,6 +41,20 @@ class LocalPath final : public ExchangePath {
   }
 
  private:
+  // A head chunk: its heads of every row, the rest of each row left as it is.
+  void run_chunk(const Exchange& x) {
+    for (int32_t t = 0; t < c_.plan->num_tensors(); ++t) {
+      const layout::Geometry& g = x.geom[t];
+      if (x.scatter()) {
+        layout::seq_to_place(g, static_cast<const std::byte*>(x.inputs[t]),
+                             {static_cast<std::byte*>(x.outputs[t]), true}, 0);
+      } else {
+        layout::place_to_seq(g, {static_cast<std::byte*>(const_cast<void*>(x.inputs[t])), true},
+                             static_cast<std::byte*>(x.outputs[t]), 0);
+      }
+    }
+  }
+
   PathContext c_;
 };
 

@@ -8,6 +8,9 @@
 //   gather:  the mirror image: sent straight from the input, landed in the workspace and unpacked as each chunk
 //            arrives; a tensor with replicated heads is unpacked once every chunk is in, summing those heads.
 // A chunk of no bytes (a peer without heads or tokens) is not sent at all: both sides know its size.
+// A head chunk (plan/head_chunks.h) moves the same way its heads' part of each row: packed in its own piece of
+// the workspace (ExchangePlan::workspace_offset), received into or sent from the head-sharded tensor through a
+// strided datatype made per execute.
 // The data receives are posted before the control round, the sends after it: a mismatched exchange sends nothing,
 // and its receives, which nothing matched, are cancelled.
 #include <climits>
@@ -70,6 +73,7 @@ class P2pPath final : public ExchangePath {
     request_tensor_.assign(slots, -1);
     c_.workspace->reserve(p.workspace_bytes(p.position));
     places_.resize(static_cast<size_t>(k));
+    chunk_types_.resize(static_cast<size_t>(n) * static_cast<size_t>(k));
   }
 
   basp_path_t id() const override { return BASP_PATH_P2P; }
@@ -109,12 +113,17 @@ class P2pPath final : public ExchangePath {
   // (gather). Nothing when they hold no bytes.
   void post_head_side(const Exchange& x, int32_t t, int32_t j, int tag, bool send) {
     const layout::Geometry& g = x.geom[t];
-    if (g.seq_rows(j) == 0 || g.head_row_bytes(g.me) == 0) return;
+    if (g.seq_rows(j) == 0 || g.moved_row_bytes(g.me) == 0) return;
     const Types& ty = types_[static_cast<size_t>(t)];
-    const int64_t offset = g.block_start_row(j) * g.head_row_bytes(g.me);
+    int64_t offset = g.block_start_row(j) * g.head_row_bytes(g.me);
     const bool block = ty.head_block[static_cast<size_t>(j)].get() != MPI_DATATYPE_NULL;
-    const int count = block ? 1 : to_int(g.seq_rows(j), "rows per chunk");
-    const MPI_Datatype type = block ? ty.head_block[static_cast<size_t>(j)].get() : ty.head_row.get();
+    int count = block ? 1 : to_int(g.seq_rows(j), "rows per chunk");
+    MPI_Datatype type = block ? ty.head_block[static_cast<size_t>(j)].get() : ty.head_row.get();
+    if (!g.whole()) {
+      offset += g.moved_skip_bytes(g.me);
+      count = 1;
+      type = chunk_type(g, t, j);
+    }
     request_peer_[nreq_] = j;
     request_tensor_[nreq_] = t;
     if (send) {
@@ -130,9 +139,13 @@ class P2pPath final : public ExchangePath {
   // Posts the message of this rank's sequence-side rows for position j, packed in the workspace.
   void post_seq_side(const Exchange& x, int32_t t, int32_t j, int tag, bool send) {
     const layout::Geometry& g = x.geom[t];
-    if (g.seq_rows(g.me) == 0 || g.head_row_bytes(j) == 0) return;
-    const int count = to_int(g.seq_rows(g.me), "rows per chunk");
-    const MPI_Datatype type = types_[static_cast<size_t>(t)].seq_row[static_cast<size_t>(j)].get();
+    if (g.seq_rows(g.me) == 0 || g.moved_row_bytes(j) == 0) return;
+    int count = to_int(g.seq_rows(g.me), "rows per chunk");
+    MPI_Datatype type = types_[static_cast<size_t>(t)].seq_row[static_cast<size_t>(j)].get();
+    if (!g.whole()) {
+      count = to_int(g.seq_rows(g.me) * g.moved_row_bytes(j), "head chunk bytes");
+      type = MPI_BYTE;
+    }
     request_peer_[nreq_] = j;
     request_tensor_[nreq_] = t;
     if (send) {
@@ -141,6 +154,27 @@ class P2pPath final : public ExchangePath {
       BASP_MPI_CHECK(MPI_Irecv(chunk(x, t, j), count, type, c_.peer_rank(j), tag, comm_, &requests_[nreq_]));
     }
     ++nreq_;
+  }
+
+  // A head chunk's rows of position j in this rank's head-sharded tensor t, from its first moved head: the moved
+  // bytes of each row, whole rows apart. Made per execute (its row bytes and, for THD, its rows depend on the
+  // call), into a slot made at construction.
+  MPI_Datatype chunk_type(const layout::Geometry& g, int32_t t, int32_t j) {
+    MPI_Datatype bytes = MPI_DATATYPE_NULL;
+    BASP_MPI_CHECK(MPI_Type_contiguous(to_int(g.moved_row_bytes(g.me), "row bytes"), MPI_BYTE, &bytes));
+    const OwnedType moved(bytes);
+    MPI_Datatype row = MPI_DATATYPE_NULL;
+    BASP_MPI_CHECK(MPI_Type_create_resized(bytes, 0, g.head_row_bytes(g.me), &row));
+    const OwnedType strided(row);
+    MPI_Datatype rows = MPI_DATATYPE_NULL;
+    BASP_MPI_CHECK(MPI_Type_vector(to_int(g.num_blocks(), "blocks"), to_int(g.block_rows(j), "block rows"),
+                                   to_int(g.num_blocks() > 1 ? g.block_stride_rows() : g.block_rows(j), "block stride"),
+                                   row, &rows));
+    OwnedType& slot =
+        chunk_types_[static_cast<size_t>(t) * static_cast<size_t>(c_.plan->group_size) + static_cast<size_t>(j)];
+    slot = OwnedType(rows);
+    BASP_MPI_CHECK(MPI_Type_commit(&rows));
+    return rows;
   }
 
   void scatter(const Exchange& x) {
@@ -228,6 +262,7 @@ class P2pPath final : public ExchangePath {
   std::vector<int32_t> request_peer_;    // the peer of each request, for timeout messages
   std::vector<int32_t> request_tensor_;  // the tensor of each request
   std::vector<layout::RowPlace> places_;
+  std::vector<OwnedType> chunk_types_;  // [t * K + j]: chunk_type of the current execute
   size_t nreq_ = 0;
 };
 

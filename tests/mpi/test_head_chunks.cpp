@@ -1,0 +1,335 @@
+// Head chunks executed on the MPI backend (src/plan/head_chunks.h, runtime::Plan::execute with a chunk): for
+// C in 1, 2, 3 and the plan's maximum, every chunk of a scatter executed in order leaves the head-sharded outputs
+// bit for bit as the whole scatter does, and every chunk of a gather the sequence-sharded outputs as the whole
+// gather does; every output poisoned first, inputs a function of global coordinates (tests/common/pattern.h).
+// Shapes: uneven heads and tokens, GQA with and without replicated KV heads, per-tensor head sizes, several
+// sequences (BSHD, SBHD), THD with a per-call T; K = 1 (local) and K = N on p2p, cma, staged and shared. Ranks
+// on different chunks of one exchange are a MISMATCH naming both. The chunk entry point is internal, so this
+// program compiles the C ABI in and reaches the plan behind its handle (as tests/mpi/test_paths.cpp).
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "basp/basp.h"
+#include "capi/handles.h"
+#include "catch_mpi_session.h"
+#include "common/error.h"
+#include "mpi_world.h"
+#include "pattern.h"
+#include "plan/head_chunks.h"
+#include "runtime/plan.h"
+
+namespace {
+
+using basp::Direction;
+using basp::plan::HeadChunk;
+using basp::test::kPoison;
+using basp::test::pattern_byte;
+using basp::test::world_size;
+using Bytes = std::vector<uint8_t>;
+
+int64_t split_begin(int64_t items, int64_t parts, int64_t j) {
+  return j * (items / parts) + std::min<int64_t>(j, items % parts);
+}
+
+struct Shape {
+  const char* name;
+  int32_t layout;
+  int64_t micro_batch;  // sequences over the world (K = N / G as the comm decides)
+  int64_t seq_len;      // S; THD: the capacity
+  int64_t tokens;       // THD: T of the call; else the plan's S
+  std::vector<int64_t> heads, query_heads, head_dims;
+  bool replicated;  // some KV head is held by several positions at every K > 1 run here (N = 2 and N = 4)
+};
+
+basp_plan_desc_t desc_of(const Shape& s) {
+  basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
+  d.layout = s.layout;
+  d.dtype = BASP_DTYPE_BYTE;
+  if (s.layout == BASP_LAYOUT_THD) {
+    d.token_capacity = s.seq_len;
+    d.seq_len = -1;
+  } else {
+    d.seq_len = s.seq_len;
+  }
+  d.num_tensors = static_cast<int32_t>(s.heads.size());
+  for (int32_t t = 0; t < d.num_tensors; ++t) {
+    d.num_heads[t] = s.heads[static_cast<size_t>(t)];
+    d.query_heads[t] = s.query_heads[static_cast<size_t>(t)];
+    d.head_dims[t] = s.head_dims[static_cast<size_t>(t)];
+  }
+  return d;
+}
+
+// One rank's tensors of one shape at the call's tokens, its sequence-sharded inputs a function of (tensor, global
+// sequence, global token, head, dim).
+struct Tensors {
+  std::vector<Bytes> seq;
+  std::vector<int64_t> head_bytes;
+
+  Tensors(const Shape& s, const basp::plan::ExchangePlan& x, int64_t first_sequence, uint64_t seed) {
+    for (int32_t t = 0; t < x.num_tensors(); ++t) {
+      const basp::layout::Geometry g = x.at(t, s.tokens);
+      const int64_t tb = g.tok_begin(g.me);
+      const int64_t tc = g.tok_count(g.me);
+      Bytes in(static_cast<size_t>(g.seq_tensor_bytes(g.me)));
+      for (int64_t b = 0; b < g.b_loc; ++b) {
+        for (int64_t i = 0; i < tc; ++i) {
+          const int64_t row = g.token_major() ? i * g.b_loc + b : b * tc + i;
+          for (int64_t h = 0; h < g.heads; ++h) {
+            for (int64_t e = 0; e < g.head_dim; ++e) {
+              in[static_cast<size_t>((row * g.heads + h) * g.head_dim + e)] =
+                  pattern_byte(seed, t, first_sequence + b, tb + i, h, e, 0);
+            }
+          }
+        }
+      }
+      seq.push_back(std::move(in));
+      head_bytes.push_back(g.head_tensor_bytes(g.me));
+    }
+  }
+};
+
+// One execute through the runtime; the status it ends with, its message in `message`.
+basp_status_t execute(basp::runtime::Plan& plan, Direction direction, int64_t tokens, HeadChunk chunk,
+                      const std::vector<const void*>& in, const std::vector<void*>& out, std::string* message) {
+  try {
+    plan.execute(direction, tokens, chunk, in.data(), out.data(), nullptr);
+    return BASP_SUCCESS;
+  } catch (const basp::detail::Error& e) {
+    if (message) *message = e.what();
+    return e.status();
+  }
+}
+
+std::vector<const void*> reading(const std::vector<Bytes>& v) {
+  std::vector<const void*> out;
+  for (const Bytes& b : v) out.push_back(b.data());
+  return out;
+}
+std::vector<void*> writing(std::vector<Bytes>& v) {
+  std::vector<void*> out;
+  for (Bytes& b : v) out.push_back(b.data());
+  return out;
+}
+std::vector<Bytes> poisoned(const std::vector<int64_t>& sizes, uint8_t poison) {
+  std::vector<Bytes> out;
+  for (const int64_t n : sizes) out.emplace_back(static_cast<size_t>(n), poison);
+  return out;
+}
+
+// Head-sharded tensors, poisoned: plain memory, or basp_mem_alloc memory (the shared path; freed with the comm).
+struct HeadTensors {
+  std::vector<Bytes> own;
+  std::vector<void*> ptr;
+  std::vector<size_t> size;
+
+  HeadTensors(basp_comm_t comm, const std::vector<int64_t>& sizes, uint8_t poison, bool shared) {
+    for (const int64_t n : sizes) {
+      own.emplace_back(shared ? 0 : static_cast<size_t>(n), poison);
+      void* p = own.back().data();
+      if (shared) {
+        REQUIRE(basp_mem_alloc(comm, std::max<size_t>(static_cast<size_t>(n), 64), &p) == BASP_SUCCESS);
+        std::memset(p, poison, static_cast<size_t>(n));
+      }
+      ptr.push_back(p);
+      size.push_back(static_cast<size_t>(n));
+    }
+  }
+  std::vector<const void*> reading() const { return {ptr.begin(), ptr.end()}; }
+  std::vector<Bytes> contents() const {
+    std::vector<Bytes> out;
+    for (size_t t = 0; t < ptr.size(); ++t) {
+      const auto* p = static_cast<const uint8_t*>(ptr[t]);
+      out.emplace_back(p, p + size[t]);
+    }
+    return out;
+  }
+};
+
+struct Run {
+  basp_comm_t comm;
+  basp::runtime::Plan& plan;
+  int64_t tokens;
+  bool shared;       // head-sharded tensors in basp_mem_alloc memory
+  basp_path_t path;  // the path every execute must take
+};
+
+// Every chunk of C in order; true when each succeeded on the expected path.
+bool all_chunks(const Run& r, Direction direction, int32_t count, const std::vector<const void*>& in,
+                const std::vector<void*>& out) {
+  for (int32_t c = 0; c < count; ++c) {
+    std::string message;
+    const basp_status_t st = execute(r.plan, direction, r.tokens, {c, count}, in, out, &message);
+    INFO("chunk " << c << " of " << count << ": " << message);
+    CHECK(st == BASP_SUCCESS);
+    CHECK(r.plan.executor().last_path() == r.path);
+    if (st != BASP_SUCCESS) return false;
+  }
+  return true;
+}
+
+void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) {
+  INFO("shape " << s.name << ", path " << path);
+  const basp_plan_desc_t d = desc_of(s);
+  basp_plan_t handle = nullptr;
+  REQUIRE(basp_plan_create(comm, &d, &handle) == BASP_SUCCESS);
+  basp::runtime::Plan& plan = *basp::capi::plan_ref(handle, "plan");
+  const basp::plan::ExchangePlan& x = plan.exchange();
+  basp_rank_info_t me = BASP_RANK_INFO_INITIALIZER;
+  REQUIRE(basp_comm_query(comm, -1, s.seq_len, &me) == BASP_SUCCESS);
+  const Run r{comm, plan, s.layout == BASP_LAYOUT_THD ? s.tokens : basp::runtime::Plan::kPlanTokens, shared, path};
+  const Tensors data(s, x, s.layout == BASP_LAYOUT_THD ? 0 : me.first_sequence, 91);
+  std::vector<int64_t> seq_bytes;
+  for (const Bytes& b : data.seq) seq_bytes.push_back(static_cast<int64_t>(b.size()));
+
+  // The whole exchange: the reference.
+  const HeadTensors whole_head(comm, data.head_bytes, kPoison, shared);
+  REQUIRE(execute(plan, Direction::kScatter, r.tokens, {}, reading(data.seq), whole_head.ptr, nullptr) == BASP_SUCCESS);
+  CHECK(plan.executor().last_path() == path);
+  for (const Bytes& b : whole_head.contents())
+    CHECK(std::count(b.begin(), b.end(), kPoison) < static_cast<long>(b.size()));
+  std::vector<Bytes> whole_back = poisoned(seq_bytes, kPoison);
+  if (s.replicated) CHECK(x.replicated == (x.group_size > 1));
+  const bool gather = !x.replicated;  // a byte gather cannot sum; a replicated gather over chunks is not implemented
+  if (gather) {
+    REQUIRE(execute(plan, Direction::kGather, r.tokens, {}, whole_head.reading(), writing(whole_back), nullptr) ==
+            BASP_SUCCESS);
+    CHECK(whole_back == data.seq);  // nothing replicated: the gather restores the inputs
+  }
+
+  const int32_t most = basp::plan::max_head_chunks(x);
+  std::vector<int32_t> counts = {1, 2, 3, most};
+  counts.erase(std::remove_if(counts.begin(), counts.end(), [&](int32_t c) { return c > most; }), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  for (const int32_t count : counts) {
+    INFO("C = " << count << " (most " << most << ")");
+    const HeadTensors head(comm, data.head_bytes, 0x5A, shared);
+    if (!all_chunks(r, Direction::kScatter, count, reading(data.seq), head.ptr)) continue;
+    CHECK(head.contents() == whole_head.contents());
+    std::vector<Bytes> back = poisoned(seq_bytes, 0x5A);
+    if (gather) {
+      if (!all_chunks(r, Direction::kGather, count, whole_head.reading(), writing(back))) continue;
+      CHECK(back == whole_back);
+    } else if (count > 1) {
+      std::string message;
+      CHECK(execute(plan, Direction::kGather, r.tokens, {0, count}, whole_head.reading(), writing(back), &message) ==
+            BASP_ERROR_UNSUPPORTED);
+      CHECK(message.find("several ranks hold") != std::string::npos);
+    }
+  }
+  // A chunk outside the plan's bounds: this rank's own checks, no exchange.
+  std::string message;
+  std::vector<Bytes> head = poisoned(data.head_bytes, 0x5A);
+  CHECK(execute(plan, Direction::kScatter, r.tokens, {0, most + 1}, reading(data.seq), writing(head), &message) ==
+        BASP_ERROR_INVALID_ARGUMENT);
+  CHECK(message.find("head chunk count (" + std::to_string(most + 1) + ")") != std::string::npos);
+  CHECK(basp_plan_destroy(handle) == BASP_SUCCESS);
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> all = {
+      // Uneven heads (5 over 2 or 4 positions) and tokens (6 over 4).
+      {"uneven MHA", BASP_LAYOUT_BSHD, 1, 6, 6, {5, 5, 5}, {0, 0, 0}, {8, 8, 8}, false},
+      // GQA, r = 2: every KV head on one position, moving with the first chunk reading it and back with the last.
+      {"GQA r=2", BASP_LAYOUT_BSHD, 1, 8, 8, {8, 4, 4}, {0, 8, 8}, {4, 4, 4}, false},
+      // GQA, r = 2 (Hq = 6, Hkv = 3): KV heads several positions hold (K = 2: head 1; K = 4: head 2).
+      {"GQA replicated", BASP_LAYOUT_BSHD, 1, 8, 8, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, true},
+      // GQA, r = 3: each KV head on one position at K = 2, held by several at K = 4.
+      {"GQA r=3", BASP_LAYOUT_BSHD, 1, 8, 8, {6, 2, 2}, {0, 6, 6}, {4, 4, 4}, false},
+      // Per-tensor head sizes.
+      {"head sizes", BASP_LAYOUT_BSHD, 1, 5, 5, {4, 4, 4}, {0, 0, 0}, {16, 8, 24}, false},
+      // Three sequences per group: BSHD (strided blocks) and SBHD.
+      {"BSHD b=3", BASP_LAYOUT_BSHD, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
+      {"SBHD b=3", BASP_LAYOUT_SBHD, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
+      // THD: a call of 11 tokens in a plan of 16.
+      {"THD T=11", BASP_LAYOUT_THD, 1, 16, 11, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, false},
+  };
+  return all;
+}
+
+// Every shape on one path: BASP_MPI_TRANSPORT `transport` (nullptr: the default), `micro_batch` sequences per
+// sequence of the shape (the world size: K = 1), head-sharded tensors in basp_mem_alloc memory when `shared`.
+void run_comm(const char* transport, int64_t micro_batch, bool shared, basp_path_t path) {
+  if (transport) {
+    setenv("BASP_MPI_TRANSPORT", transport, 1);
+  } else {
+    unsetenv("BASP_MPI_TRANSPORT");
+  }
+  for (const Shape& s : shapes()) {
+    basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+    cfg.micro_batch = micro_batch * s.micro_batch;
+    cfg.placement = BASP_PLACEMENT_CONTIGUOUS;
+    basp_comm_t comm = nullptr;
+    REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm) == BASP_SUCCESS);
+    run_shape(comm, s, shared, path);
+    CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+  }
+  unsetenv("BASP_MPI_TRANSPORT");
+}
+
+}  // namespace
+
+TEST_CASE("K = 1: the local path executes every chunk", "[head_chunks]") {
+  run_comm(nullptr, world_size(), false, BASP_PATH_LOCAL);
+}
+
+TEST_CASE("every path: the chunks in order equal the whole exchange", "[head_chunks]") {
+  if (world_size() < 2) return;
+  run_comm("p2p", 1, false, BASP_PATH_P2P);
+  run_comm("cma", 1, false, BASP_PATH_CMA);
+  run_comm("staged", 1, false, BASP_PATH_STAGED);
+  run_comm("staged", 1, true, BASP_PATH_SHARED);
+}
+
+TEST_CASE("ranks on different chunks: MISMATCH naming both; the next exchange works", "[head_chunks]") {
+  if (world_size() < 2) return;
+  setenv("BASP_MPI_TRANSPORT", "p2p", 1);
+  basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+  cfg.micro_batch = 1;
+  basp_comm_t comm = nullptr;
+  REQUIRE(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm) == BASP_SUCCESS);
+  const Shape& s = shapes()[0];
+  const basp_plan_desc_t d = desc_of(s);
+  basp_plan_t handle = nullptr;
+  REQUIRE(basp_plan_create(comm, &d, &handle) == BASP_SUCCESS);
+  basp::runtime::Plan& plan = *basp::capi::plan_ref(handle, "plan");
+  basp_rank_info_t me = BASP_RANK_INFO_INITIALIZER;
+  REQUIRE(basp_comm_query(comm, -1, s.seq_len, &me) == BASP_SUCCESS);
+  const Tensors data(s, plan.exchange(), me.first_sequence, 5);
+  std::vector<Bytes> head = poisoned(data.head_bytes, kPoison);
+  const int32_t rank = basp::test::world_rank();
+  // Rank 0 on chunk 1 of 2 and the others on chunk 0 of 2; then rank 0 on the whole exchange (chunk 0 of 1).
+  struct Round {
+    HeadChunk rank0, others;
+    const char* rank0_call;
+    const char* others_call;
+  };
+  for (const Round r : {Round{{1, 2}, {0, 2}, "head chunk 1 of 2", "head chunk 0 of 2"},
+                        Round{{0, 1}, {0, 2}, "of every head", "head chunk 0 of 2"}}) {
+    std::string message;
+    CHECK(execute(plan, Direction::kScatter, basp::runtime::Plan::kPlanTokens, rank == 0 ? r.rank0 : r.others,
+                  reading(data.seq), writing(head), &message) == BASP_ERROR_MISMATCH);
+    INFO(message);
+    CHECK(message.find(r.rank0_call) != std::string::npos);
+    CHECK(message.find(r.others_call) != std::string::npos);
+  }
+  // A mismatch took nothing: the whole exchange works after it.
+  CHECK(execute(plan, Direction::kScatter, basp::runtime::Plan::kPlanTokens, {}, reading(data.seq), writing(head),
+                nullptr) == BASP_SUCCESS);
+  CHECK(basp_plan_destroy(handle) == BASP_SUCCESS);
+  CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+  unsetenv("BASP_MPI_TRANSPORT");
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  return basp::test::run_catch_session_on_all_ranks(argc, argv);
+}
