@@ -44,6 +44,8 @@ struct HeadSpan {
 
 struct Geometry {
   int32_t layout = BASP_LAYOUT_BSHD;  // basp_layout_t
+  int32_t chunk_index = 0;            // the head chunk this geometry moves: chunk_index of chunk_count ... (here,
+                                      // in the padding after `layout`: a whole exchange copies its geometries often)
   int64_t b_loc = 0;                  // sequences the group owns (THD: 1)
   int64_t seq_len = 0;                // S: tokens of each sequence (THD: T of this call)
   int64_t k = 0;                      // group size
@@ -52,7 +54,6 @@ struct Geometry {
   int64_t split_heads = 0;            // the head count whose split the heads follow: H, or Hq for a KV tensor
   int64_t head_dim = 0;               // D
   int64_t elem = 0;                   // bytes per element
-  int32_t chunk_index = 0;            // the head chunk this geometry moves: chunk_index of chunk_count ...
   int32_t chunk_count = 1;
   int32_t chunk_gather = 0;  // ... of a gather (1) or a scatter (0); chunk 0 of 1 is the whole exchange
 

@@ -110,9 +110,8 @@ int64_t align64(int64_t v) { return checked_add(v, 63, "workspace bytes") / 64 *
 
 }  // namespace
 
-CallGeometry ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direction) const {
+void ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direction, CallGeometry& c) const {
   if (chunk.index != 0 || chunk.count != 1) check_head_chunk(*this, chunk);
-  CallGeometry c;
   c.tokens = tokens;
   c.chunk = chunk;
   c.direction = direction;
@@ -126,7 +125,6 @@ CallGeometry ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direc
     c.seq_bytes[i] = c.tensors[i].seq_tensor_bytes(position);
     c.head_bytes[i] = c.tensors[i].head_tensor_bytes(position);
   }
-  return c;
 }
 
 int64_t ExchangePlan::workspace_offset(int32_t owner, int32_t t, int32_t j, const layout::Geometry& g) const {

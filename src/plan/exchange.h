@@ -88,7 +88,13 @@ struct ExchangePlan {
 
   // The geometry of an execute of `tokens` tokens per sequence (THD: of the stream) moving head chunk `chunk` of
   // an exchange in `direction`. Throws INVALID_ARGUMENT naming the chunk outside check_head_chunk's bounds.
-  CallGeometry call(int64_t tokens, HeadChunk chunk = {}, Direction direction = Direction::kScatter) const;
+  CallGeometry call(int64_t tokens, HeadChunk chunk = {}, Direction direction = Direction::kScatter) const {
+    CallGeometry c;
+    call(tokens, chunk, direction, c);
+    return c;
+  }
+  // The same into `out` (the runtime's execute, which holds its geometry before it derives it: no copy).
+  void call(int64_t tokens, HeadChunk chunk, Direction direction, CallGeometry& out) const;
 
   // The packed workspace of the p2p and cma paths on position `owner` (sized at capacity): for each tensor, the
   // chunks of the owner's sequence side for every other position, in position order. Byte offset of tensor t's

@@ -233,7 +233,7 @@ void Plan::execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, c
     BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
                    ") is not the stream's length in the document boundaries set (", documents_tokens_,
                    "): call basp_plan_set_documents for this step's documents");
-    geometry = exchange_.call(call, chunk, direction);
+    exchange_.call(call, chunk, direction, geometry);
     check_buffers(direction, geometry, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
