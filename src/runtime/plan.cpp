@@ -237,7 +237,7 @@ void Plan::execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, c
     check_buffers(direction, geometry, inputs, outputs, stream);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
-    comm_->collective([&] { executor_->fail(direction, call, own); });
+    comm_->collective([&] { executor_->fail(direction, call, chunk, own); });
   }
   comm_->collective([&] { executor_->execute(direction, geometry, inputs, outputs, stream); });
   BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",

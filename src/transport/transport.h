@@ -89,10 +89,12 @@ class PlanExecutor {
   }
   // An execute this rank cannot make: its own checks of its arguments failed with `own`. A backend whose exchanges
   // talk before moving data tells the group, so that the peers fail at once instead of waiting for this rank; then
-  // (or at once, elsewhere) it throws `own`.
-  [[noreturn]] virtual void fail(Direction direction, int64_t tokens, const std::exception_ptr& own) {
+  // (or at once, elsewhere) it throws `own`. `chunk`: the head chunk the execute asked for.
+  [[noreturn]] virtual void fail(Direction direction, int64_t tokens, plan::HeadChunk chunk,
+                                 const std::exception_ptr& own) {
     (void)direction;
     (void)tokens;
+    (void)chunk;
     std::rethrow_exception(own);
   }
   // The fingerprint of the document boundaries of the executes that follow (0: none set). A backend whose exchanges

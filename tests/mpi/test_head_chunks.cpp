@@ -321,6 +321,24 @@ TEST_CASE("ranks on different chunks: MISMATCH naming both; the next exchange wo
     CHECK(message.find(r.rank0_call) != std::string::npos);
     CHECK(message.find(r.others_call) != std::string::npos);
   }
+  // Rank 0 asks for a chunk outside the plan's bounds: its own checks fail (INVALID_ARGUMENT), and its peers, on
+  // chunk 0 of 2, fail at once naming the chunk it asked for.
+  {
+    const int32_t most = basp::plan::max_head_chunks(plan.exchange());
+    const HeadChunk bad{0, most + 1};
+    const std::string bad_call = "head chunk 0 of " + std::to_string(most + 1);
+    std::string message;
+    const basp_status_t st = execute(plan, Direction::kScatter, basp::runtime::Plan::kPlanTokens,
+                                     rank == 0 ? bad : HeadChunk{0, 2}, reading(data.seq), writing(head), &message);
+    INFO(message);
+    if (rank == 0) {
+      CHECK(st == BASP_ERROR_INVALID_ARGUMENT);
+    } else {
+      CHECK(st == BASP_ERROR_MISMATCH);
+      CHECK(message.find(bad_call + " whose argument checks failed with BASP_ERROR_INVALID_ARGUMENT") !=
+            std::string::npos);
+    }
+  }
   // A mismatch took nothing: the whole exchange works after it.
   CHECK(execute(plan, Direction::kScatter, basp::runtime::Plan::kPlanTokens, {}, reading(data.seq), writing(head),
                 nullptr) == BASP_SUCCESS);

@@ -68,11 +68,12 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
   }
   void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
 
-  [[noreturn]] void fail(Direction direction, int64_t tokens, const std::exception_ptr& own) override {
+  [[noreturn]] void fail(Direction direction, int64_t tokens, plan::HeadChunk chunk,
+                         const std::exception_ptr& own) override {
     if (plan_.group_size == 1) std::rethrow_exception(own);
     const Serial serial(busy_);
     const detail::Deadline deadline(timeout_ms_);
-    control_.begin(direction, tokens, plan::HeadChunk{}, documents_);
+    control_.begin(direction, tokens, chunk, documents_);
     try {
       // The peers report BASP_ERROR_MISMATCH naming this rank; the exchange did not happen on any rank.
       control_.arrive_failed(detail::status_of(own), deadline,
