@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <new>
 
+#include "common/error.h"
 #include "layout/sum_rows.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -227,6 +228,71 @@ void sum_head(int32_t dtype, unsigned char* dst, const unsigned char* const* src
 
 constexpr int32_t kMaxHolders = 64;  // holders of one head whose pointers fit on the stack; more: one at a time
 
+// The last head chunk of position q (a holder of head h) whose query heads read h: the chunk q sends h in.
+int64_t last_reader(const Geometry& g, int64_t q, int64_t h) {
+  const int64_t a = g.split_begin(q);
+  const int64_t n = g.split_begin(q + 1) - a;
+  const int64_t last = ((h + 1) * g.ratio() < a + n ? (h + 1) * g.ratio() : a + n) - 1;
+  return detail::split_position(n, g.chunk_count, last - a);
+}
+
+// Where holder q's contribution to head h lies: in q's head-sharded tensor (places[q] a tensor), or in the packed
+// piece of the chunk q sent it in (places[q] is the piece of the current chunk; the pieces of one position's chunks
+// lie at seq_rows * moved_skip_bytes from the whole exchange's, ExchangePlan::workspace_offset).
+struct Contribution {
+  const std::byte* base = nullptr;  // row 0's element 0 of head h
+  int64_t stride = 0;               // bytes from one row to the next
+  bool tensor = false;
+  int64_t tb = 0, tc = 0;
+  const std::byte* row(const Geometry& g, int64_t r) const {
+    if (!tensor) return base + r * stride;
+    return base + (g.token_major() ? tb * g.b_loc + r : (r / tc) * g.seq_len + tb + r % tc) * stride;
+  }
+};
+
+Contribution contribution(const Geometry& g, const RowPlace& place, int64_t q, int64_t h) {
+  Contribution c;
+  c.tensor = place.tensor;
+  c.tb = g.tok_begin(g.me);
+  c.tc = g.tok_count(g.me);
+  if (place.tensor) {
+    c.base = place.base + (h - g.head_begin(q)) * g.dim_bytes();
+    c.stride = g.head_row_bytes(q);
+    return c;
+  }
+  const Geometry sent = g.chunk(static_cast<int32_t>(last_reader(g, q, h)), g.chunk_count, true);
+  const int64_t rows = g.seq_rows(g.me);
+  c.base = place.base - rows * g.moved_skip_bytes(q) + rows * sent.moved_skip_bytes(q) +
+           (h - sent.moved(q).begin) * g.dim_bytes();
+  c.stride = sent.moved_row_bytes(q);
+  return c;
+}
+
+// A gather's head chunk: the heads several positions hold whose last contribution this chunk brings, each summed
+// over all its holders in ascending position as a whole gather sums it (the earlier chunks' contributions stay
+// where they landed: the chunks of one direction use disjoint pieces, and the head-sharded inputs are the same).
+void sum_chunk_heads(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype) {
+  for (int64_t h = 0; h < g.heads; ++h) {
+    const int64_t first = g.first_holder(h);
+    const int64_t last = g.last_holder(h);
+    if (first == last) continue;
+    int64_t done = 0;  // the chunk of its last contribution
+    for (int64_t q = first; q <= last; ++q) done = done > last_reader(g, q, h) ? done : last_reader(g, q, h);
+    if (done != g.chunk_index) continue;
+    const auto n = static_cast<int32_t>(last - first + 1);
+    BASP_CHECK(n <= kMaxHolders, BASP_ERROR_UNSUPPORTED, "a head chunk of a gather whose head ", h, " has ", n,
+               " holders (at most ", kMaxHolders, ")");
+    Contribution from[kMaxHolders];
+    for (int32_t c = 0; c < n; ++c) from[c] = contribution(g, places[first + c], first + c, h);
+    for (int64_t r = 0; r < g.seq_rows(g.me); ++r) {
+      const unsigned char* src[kMaxHolders];
+      for (int32_t c = 0; c < n; ++c) src[c] = reinterpret_cast<const unsigned char*>(from[c].row(g, r));
+      sum_head(dtype, reinterpret_cast<unsigned char*>(seq + r * g.seq_row_bytes() + h * g.dim_bytes()), src, n,
+               g.head_dim);
+    }
+  }
+}
+
 }  // namespace
 
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming) {
@@ -256,6 +322,7 @@ void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int3
         if (run_end > run_begin) {
           copy_bytes(out + run_begin * db, in + (run_begin - p.lo) * db, (run_end - run_begin) * db, streaming);
         }
+        if (!g.whole()) continue;  // a head chunk sums its heads in sum_chunk_heads
         // A head several positions hold is summed once, in its first holder's turn, over all its holders.
         for (const int64_t h : {p.shared_lo ? p.lo : int64_t{-1}, p.shared_hi ? p.hi - 1 : int64_t{-1}}) {
           if (h < 0 || g.first_holder(h) != j) continue;
@@ -276,6 +343,7 @@ void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int3
         }
       }
     }
+    if (!g.whole()) sum_chunk_heads(g, places, seq, dtype);
   });
   if (streaming) stream_fence();
 }

@@ -33,9 +33,12 @@ void place_to_seq(const Geometry& g, RowPlace place, std::byte* seq, int64_t j);
 // sequence side is then read (scatter) or written (gather) front to back and each position's rows as a sequential
 // stream, instead of K strided passes (measured on the CI machine: a strided pass over 1 KiB rows runs at 1/3 of
 // memcpy's bandwidth). The gather sums a head several positions hold (sum_rows.h) and copies every other;
-// `dtype` must then be summable. `streaming`: non-temporal stores for rows whose destination and size are 16-byte
-// aligned (x86-64 only); for copies much larger than the cache. Ends with a store fence, so the rows are visible
-// before the caller signals peers.
+// `dtype` must then be summable. A head chunk's gather sums such a head in the chunk of its last contribution,
+// over every holder in ascending position as the whole gather does: the holders' earlier contributions are read
+// where their chunks left them (a packed place: the piece of the chunk a holder sent it in, at seq_rows *
+// moved_skip_bytes from the whole exchange's piece; a tensor: the holder's head-sharded tensor). `streaming`:
+// non-temporal stores for rows whose destination and size are 16-byte aligned (x86-64 only); for copies much larger
+// than the cache. Ends with a store fence, so the rows are visible before the caller signals peers.
 void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming);
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming);
 

@@ -41,9 +41,10 @@ class Plan {
     execute(direction, tokens, plan::HeadChunk{}, inputs, outputs, stream);
   }
   // The same for head chunk `chunk` of the exchange (plan/head_chunks.h): internal, for the tests so far. Every
-  // path of the MPI backend executes a chunk, blocking, except the gather of a plan whose heads several ranks hold
-  // (BASP_ERROR_UNSUPPORTED); the NCCL backend none (BASP_ERROR_UNSUPPORTED). A chunk outside the plan's bounds is
-  // a BASP_ERROR_INVALID_ARGUMENT of this rank's checks.
+  // path of the MPI backend executes a chunk, blocking; the NCCL backend none (BASP_ERROR_UNSUPPORTED). The chunks
+  // of one gather run in order over the same head-sharded inputs, with no other exchange of the plan between them
+  // (a head several ranks hold is summed in the chunk of its last contribution, from where the others landed). A
+  // chunk outside the plan's bounds is a BASP_ERROR_INVALID_ARGUMENT of this rank's checks.
   void execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, const void* const* inputs,
                void* const* outputs, void* stream);
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).

@@ -2,9 +2,10 @@
 // C in 1, 2, 3 and the plan's maximum, every chunk of a scatter executed in order leaves the head-sharded outputs
 // bit for bit as the whole scatter does, and every chunk of a gather the sequence-sharded outputs as the whole
 // gather does; every output poisoned first, inputs a function of global coordinates (tests/common/pattern.h).
-// Shapes: uneven heads and tokens, GQA with and without replicated KV heads, per-tensor head sizes, several
-// sequences (BSHD, SBHD), THD with a per-call T; K = 1 (local) and K = N on p2p, cma, staged and shared. Ranks
-// on different chunks of one exchange are a MISMATCH naming both. The chunk entry point is internal, so this
+// Shapes: uneven heads and tokens, GQA with and without replicated KV heads (FP32, summed in the gather over
+// chunks that differ per holder, MQA with four holders), per-tensor head sizes, several sequences (BSHD, SBHD),
+// THD with a per-call T; K = 1 (local) and K = N on p2p, cma, staged and shared. Ranks on different chunks of one
+// exchange are a MISMATCH naming both. The chunk entry point is internal, so this
 // program compiles the C ABI in and reaches the plan behind its handle (as tests/mpi/test_paths.cpp).
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
@@ -42,6 +43,7 @@ int64_t split_begin(int64_t items, int64_t parts, int64_t j) {
 struct Shape {
   const char* name;
   int32_t layout;
+  int32_t dtype;        // BYTE, or FP32 (the summing gather of heads several positions hold)
   int64_t micro_batch;  // sequences over the world (K = N / G as the comm decides)
   int64_t seq_len;      // S; THD: the capacity
   int64_t tokens;       // THD: T of the call; else the plan's S
@@ -52,7 +54,7 @@ struct Shape {
 basp_plan_desc_t desc_of(const Shape& s) {
   basp_plan_desc_t d = BASP_PLAN_DESC_INITIALIZER;
   d.layout = s.layout;
-  d.dtype = BASP_DTYPE_BYTE;
+  d.dtype = s.dtype;
   if (s.layout == BASP_LAYOUT_THD) {
     d.token_capacity = s.seq_len;
     d.seq_len = -1;
@@ -85,8 +87,14 @@ struct Tensors {
           const int64_t row = g.token_major() ? i * g.b_loc + b : b * tc + i;
           for (int64_t h = 0; h < g.heads; ++h) {
             for (int64_t e = 0; e < g.head_dim; ++e) {
-              in[static_cast<size_t>((row * g.heads + h) * g.head_dim + e)] =
-                  pattern_byte(seed, t, first_sequence + b, tb + i, h, e, 0);
+              const uint8_t v = pattern_byte(seed, t, first_sequence + b, tb + i, h, e, 0);
+              const auto at = static_cast<size_t>(((row * g.heads + h) * g.head_dim + e) * g.elem);
+              if (g.elem == 1) {
+                in[at] = v;
+              } else {  // FP32 fractions: a sum in another order would round differently
+                const float f = (static_cast<float>(v) - 128.0f) / 7.0f;
+                std::memcpy(&in[at], &f, sizeof f);
+              }
             }
           }
         }
@@ -196,13 +204,29 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
   CHECK(plan.executor().last_path() == path);
   for (const Bytes& b : whole_head.contents())
     CHECK(std::count(b.begin(), b.end(), kPoison) < static_cast<long>(b.size()));
+  // The gather's inputs: the scatter's outputs; FP32 scaled by the rank, so that the holders of a head contribute
+  // different values and a sum in another order would round differently.
+  const HeadTensors gather_in(comm, data.head_bytes, 0, shared);
+  const std::vector<Bytes> scattered = whole_head.contents();
+  for (size_t t = 0; t < scattered.size(); ++t) {
+    Bytes b = scattered[t];
+    for (size_t i = 0; s.dtype == BASP_DTYPE_FP32 && i + 4 <= b.size(); i += 4) {
+      float f;
+      std::memcpy(&f, &b[i], 4);
+      f = f * (1.0f + 0.37f * static_cast<float>(basp::test::world_rank())) + 0.013f;
+      std::memcpy(&b[i], &f, 4);
+    }
+    std::memcpy(gather_in.ptr[t], b.data(), b.size());
+  }
   std::vector<Bytes> whole_back = poisoned(seq_bytes, kPoison);
   if (s.replicated) CHECK(x.replicated == (x.group_size > 1));
-  const bool gather = !x.replicated;  // a byte gather cannot sum; a replicated gather over chunks is not implemented
+  const bool gather = !x.replicated || s.dtype != BASP_DTYPE_BYTE;  // a byte gather cannot sum
   if (gather) {
-    REQUIRE(execute(plan, Direction::kGather, r.tokens, {}, whole_head.reading(), writing(whole_back), nullptr) ==
+    REQUIRE(execute(plan, Direction::kGather, r.tokens, {}, gather_in.reading(), writing(whole_back), nullptr) ==
             BASP_SUCCESS);
-    CHECK(whole_back == data.seq);  // nothing replicated: the gather restores the inputs
+    // Bytes, nothing replicated: the gather restores the inputs.
+    if (s.dtype == BASP_DTYPE_BYTE) CHECK(whole_back == data.seq);
+    for (const Bytes& b : whole_back) CHECK(std::count(b.begin(), b.end(), kPoison) < static_cast<long>(b.size()));
   }
 
   const int32_t most = basp::plan::max_head_chunks(x);
@@ -216,13 +240,8 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
     CHECK(head.contents() == whole_head.contents());
     std::vector<Bytes> back = poisoned(seq_bytes, 0x5A);
     if (gather) {
-      if (!all_chunks(r, Direction::kGather, count, whole_head.reading(), writing(back))) continue;
+      if (!all_chunks(r, Direction::kGather, count, gather_in.reading(), writing(back))) continue;
       CHECK(back == whole_back);
-    } else if (count > 1) {
-      std::string message;
-      CHECK(execute(plan, Direction::kGather, r.tokens, {0, count}, whole_head.reading(), writing(back), &message) ==
-            BASP_ERROR_UNSUPPORTED);
-      CHECK(message.find("several ranks hold") != std::string::npos);
     }
   }
   // A chunk outside the plan's bounds: this rank's own checks, no exchange.
@@ -237,20 +256,24 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {
       // Uneven heads (5 over 2 or 4 positions) and tokens (6 over 4).
-      {"uneven MHA", BASP_LAYOUT_BSHD, 1, 6, 6, {5, 5, 5}, {0, 0, 0}, {8, 8, 8}, false},
+      {"uneven MHA", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 1, 6, 6, {5, 5, 5}, {0, 0, 0}, {8, 8, 8}, false},
       // GQA, r = 2: every KV head on one position, moving with the first chunk reading it and back with the last.
-      {"GQA r=2", BASP_LAYOUT_BSHD, 1, 8, 8, {8, 4, 4}, {0, 8, 8}, {4, 4, 4}, false},
-      // GQA, r = 2 (Hq = 6, Hkv = 3): KV heads several positions hold (K = 2: head 1; K = 4: head 2).
-      {"GQA replicated", BASP_LAYOUT_BSHD, 1, 8, 8, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, true},
+      {"GQA r=2", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 1, 8, 8, {8, 4, 4}, {0, 8, 8}, {4, 4, 4}, false},
+      // GQA, r = 2 (Hq = 6, Hkv = 3): KV heads several positions hold (K = 2: head 1; K = 4: head 2); a byte
+      // gather cannot sum them (scatter only), an FP32 one sums each over its holders' chunks.
+      {"GQA replicated", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 1, 8, 8, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, true},
+      {"GQA replicated FP32", BASP_LAYOUT_SBHD, BASP_DTYPE_FP32, 3, 7, 7, {6, 3, 3}, {0, 6, 6}, {4, 2, 3}, true},
+      // MQA: the one KV head held by every position (up to four holders, each sending it in another chunk).
+      {"MQA FP32", BASP_LAYOUT_THD, BASP_DTYPE_FP32, 1, 16, 13, {12, 1, 1}, {0, 12, 12}, {2, 3, 2}, true},
       // GQA, r = 3: each KV head on one position at K = 2, held by several at K = 4.
-      {"GQA r=3", BASP_LAYOUT_BSHD, 1, 8, 8, {6, 2, 2}, {0, 6, 6}, {4, 4, 4}, false},
+      {"GQA r=3", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 1, 8, 8, {6, 2, 2}, {0, 6, 6}, {4, 4, 4}, false},
       // Per-tensor head sizes.
-      {"head sizes", BASP_LAYOUT_BSHD, 1, 5, 5, {4, 4, 4}, {0, 0, 0}, {16, 8, 24}, false},
+      {"head sizes", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 1, 5, 5, {4, 4, 4}, {0, 0, 0}, {16, 8, 24}, false},
       // Three sequences per group: BSHD (strided blocks) and SBHD.
-      {"BSHD b=3", BASP_LAYOUT_BSHD, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
-      {"SBHD b=3", BASP_LAYOUT_SBHD, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
+      {"BSHD b=3", BASP_LAYOUT_BSHD, BASP_DTYPE_BYTE, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
+      {"SBHD b=3", BASP_LAYOUT_SBHD, BASP_DTYPE_BYTE, 3, 6, 6, {7, 7}, {0, 0}, {4, 4}, false},
       // THD: a call of 11 tokens in a plan of 16.
-      {"THD T=11", BASP_LAYOUT_THD, 1, 16, 11, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, false},
+      {"THD T=11", BASP_LAYOUT_THD, BASP_DTYPE_BYTE, 1, 16, 11, {6, 3, 3}, {0, 6, 6}, {4, 4, 4}, false},
   };
   return all;
 }

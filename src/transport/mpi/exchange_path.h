@@ -11,8 +11,9 @@
 // A staged exchange whose head-sharded tensors lie in basp_mem_alloc memory on some ranks but not all costs a
 // third round (kReady): those ranks fill their staging regions only once round 1 showed the others do not share.
 // Every path executes one head chunk (plan/head_chunks.h) like a whole exchange over the chunk's heads: the
-// geometry carries them (layout::Geometry::moved), the host copies and the workspace offsets follow it; except the
-// gather of a plan with heads several positions hold (the executor refuses it).
+// geometry carries them (layout::Geometry::moved), the host copies and the workspace offsets follow it. A gather
+// chunk sums a head several positions hold when its last contribution arrives, reading the earlier ones where they
+// landed in earlier chunks (their pieces of the workspace or staging regions, or the holders' tensors).
 #pragma once
 
 #include <sys/types.h>

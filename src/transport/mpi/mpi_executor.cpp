@@ -139,9 +139,6 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     const char* op = direction_call(direction);
     BASP_CHECK(call.direction == direction, BASP_ERROR_INTERNAL, op, ": head chunk ", call.chunk.index, " of ",
                call.chunk.count, " derived for the other direction");
-    BASP_CHECK(direction == Direction::kScatter || !plan_.replicated, BASP_ERROR_UNSUPPORTED, op, ": head chunk ",
-               call.chunk.index, " of ", call.chunk.count,
-               " of a gather whose heads several ranks hold: their sum over chunks is not implemented");
   }
 
   GroupSpec group_;  // world ranks by position, for messages
