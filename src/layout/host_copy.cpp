@@ -5,7 +5,6 @@
 #include <initializer_list>
 #include <new>
 
-#include "common/error.h"
 #include "layout/sum_rows.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -280,8 +279,16 @@ void sum_chunk_heads(const Geometry& g, const RowPlace* places, std::byte* seq, 
     for (int64_t q = first; q <= last; ++q) done = done > last_reader(g, q, h) ? done : last_reader(g, q, h);
     if (done != g.chunk_index) continue;
     const auto n = static_cast<int32_t>(last - first + 1);
-    BASP_CHECK(n <= kMaxHolders, BASP_ERROR_UNSUPPORTED, "a head chunk of a gather whose head ", h, " has ", n,
-               " holders (at most ", kMaxHolders, ")");
+    if (n > kMaxHolders) {  // one contribution at a time, as the whole gather
+      for (int64_t r = 0; r < g.seq_rows(g.me); ++r) {
+        auto source = [&](int32_t c) {
+          return reinterpret_cast<const unsigned char*>(contribution(g, places[first + c], first + c, h).row(g, r));
+        };
+        sum_elements(dtype, reinterpret_cast<unsigned char*>(seq + r * g.seq_row_bytes() + h * g.dim_bytes()), source,
+                     n, g.head_dim);
+      }
+      continue;
+    }
     Contribution from[kMaxHolders];
     for (int32_t c = 0; c < n; ++c) from[c] = contribution(g, places[first + c], first + c, h);
     for (int64_t r = 0; r < g.seq_rows(g.me); ++r) {

@@ -133,7 +133,7 @@ TEST_CASE("splits, head ranges and row offsets equal the coordinate formulas", "
 // Every rank's input through scatter_rows (straight into the peers' head tensors) or staged (packed chunks, then
 // unpack_head_rows), then back: gather_rows restores the input where nothing is replicated, and sums the
 // holders' contributions where heads are replicated, with and without streaming stores, on buffers offset by 0
-// or 8 bytes so that both the streaming and the memcpy fallback run.
+// or 8 bytes so that both the streaming and the memcpy fallback run; the gather in head chunks equals it.
 TEST_CASE("a whole group through the host copies: scatter, gather and the summing gather", "[layout]") {
   std::mt19937_64 rng(4242);
   const int32_t summable[] = {BASP_DTYPE_FP16, BASP_DTYPE_BF16, BASP_DTYPE_FP32, BASP_DTYPE_FP64};
@@ -146,7 +146,7 @@ TEST_CASE("a whole group through the host copies: scatter, gather and the summin
       g.head_dim = 2;
       g.b_loc = g.layout == BASP_LAYOUT_THD ? 1 : 2;
       const int64_t heads[] = {3, 2, 1};
-      const int64_t split[] = {3, 140, 70};  // the last: MQA, one head with 70 holders (FP32: exact sums)
+      const int64_t split[] = {3, 140, 140};  // the last: MQA, one head with 70 holders (FP32: exact sums)
       g.heads = heads[trial];
       g.split_heads = split[trial];
     }
@@ -213,6 +213,24 @@ TEST_CASE("a whole group through the host copies: scatter, gather and the summin
         places[j] = staged && j != l ? RowPlace{at(wire[j]) + l * max_chunk, false} : RowPlace{at(head[j]), true};
       }
       basp::layout::gather_rows(g.seen_from(l), places.data(), at(back[l]), dtype, streaming);
+    }
+    // The same gather in head chunks (plan/head_chunks.h) run in order over the same head tensors: bit for bit the
+    // whole gather's, a head several positions hold summed in the chunk of its last contribution.
+    const int64_t most = (g.split_heads + k - 1) / k;
+    for (const int64_t count : {int64_t{2}, most}) {
+      if (count < 2 || count > most) continue;
+      INFO("head chunks: " << count);
+      std::vector<std::vector<std::byte>> chunked;
+      for (int64_t l = 0; l < k; ++l) chunked.push_back(buffer(ref.seq_bytes(l), std::byte{0x5A}));
+      for (int64_t j = 0; j < k; ++j) places[j] = RowPlace{at(head[j]), true};
+      for (int64_t c = 0; c < count; ++c) {
+        for (int64_t l = 0; l < k; ++l) {
+          const Geometry me = g.seen_from(l).chunk(static_cast<int32_t>(c), static_cast<int32_t>(count), true);
+          basp::layout::gather_rows(me, places.data(), at(chunked[l]), dtype, streaming);
+        }
+      }
+      for (int64_t l = 0; l < k; ++l)
+        REQUIRE(std::memcmp(at(chunked[l]), at(back[l]), static_cast<size_t>(ref.seq_bytes(l))) == 0);
     }
     for (int64_t l = 0; l < k; ++l) {
       if (!summing) {
