@@ -532,9 +532,9 @@ typedef struct basp_batch_problem_v1 {
   int64_t head_dim;       /* D > 0: the query and key head size */
   int64_t capacity;       /* most sequence-side tokens per rank: 0 = the comm's batch_capacity */
   /* Appended in 0.5 after capacity: a caller built against the layout above passes its size (64 bytes on LP64) and
-   * gets value_head_dim 0. */
-  int64_t value_head_dim; /* Dv >= 0: the value (and attention output) head size, 0 = head_dim. Multi-head latent
-                             attention: D = 192 (128 + 64 rotary), Dv = 128, kv_heads = query_heads */
+   * gets v_head_dim 0. */
+  int64_t v_head_dim; /* Dv >= 0: the value (and attention output) head size, 0 = head_dim. Multi-head latent
+                         attention: D = 192 (128 + 64 rotary), Dv = 128, kv_heads = query_heads */
 } basp_batch_problem_v1;
 typedef basp_batch_problem_v1 basp_batch_problem_t;
 
@@ -546,9 +546,9 @@ typedef basp_batch_problem_v1 basp_batch_problem_t;
 /* Not collective: partitions the comm's ranks into groups and the micro-batch's documents among them (the batch
  * planner) on this comm's machine (every rank's node, NVLink domain and GPU, gathered at creation) with the comm's
  * cost model, minimising the predicted step time (max over groups of scatter + attention + gather). The scatter
- * moves Q and K at head_dim and V at Dv (value_head_dim, or head_dim when 0), the gather the output at Dv, and a
+ * moves Q and K at head_dim and V at Dv (v_head_dim, or head_dim when 0), the gather the output at Dv, and a
  * group's attention is the model's (given for Dv = head_dim) times (head_dim + Dv) / (2 * head_dim); see
- * docs/batch.md. A negative value_head_dim, or bytes per token beyond int64, is BASP_ERROR_INVALID_ARGUMENT naming
+ * docs/batch.md. A negative v_head_dim, or bytes per token beyond int64, is BASP_ERROR_INVALID_ARGUMENT naming
  * the fields. Deterministic: every rank computes the same answer from the same problem and model. Writes a batch
  * description for basp_batch_plan_create into `out` (num_groups, num_docs, and its arrays pointing into the caller's
  * arrays): group_sizes[N], ranks[N], group_docs[N] and docs[num_docs] (each group's documents ascending).

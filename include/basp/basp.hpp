@@ -305,10 +305,10 @@ class Comm {
 
   // Batch plans (a comm made with batch_capacity > 0): the planner's groups for one packed micro-batch
   // (basp_comm_partition_batch; capacity 0: the comm's), identical on every rank for the same arguments.
-  // value_head_dim: v's (and the output's) head size, 0 = head_dim (multi-head latent attention: head_dim 192,
-  // value_head_dim 128, kv_heads = query_heads).
+  // head_dim: q's and k's head size; v_head_dim: v's (and the output's), 0 = head_dim (multi-head latent
+  // attention: head_dim 192, v_head_dim 128, kv_heads = query_heads).
   Batch partition_batch(const std::vector<int64_t>& lengths, int64_t query_heads, int64_t kv_heads, int64_t head_dim,
-                        basp_dtype_t dtype, int64_t capacity = 0, int64_t value_head_dim = 0) const {
+                        basp_dtype_t dtype, int64_t capacity = 0, int64_t v_head_dim = 0) const {
     basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
     p.num_docs = static_cast<int32_t>(lengths.size());
     p.lengths = lengths.data();
@@ -317,7 +317,7 @@ class Comm {
     p.head_dim = head_dim;
     p.dtype = dtype;
     p.capacity = capacity;
-    p.value_head_dim = value_head_dim;
+    p.v_head_dim = v_head_dim;
     const RankInfo self = query(0);
     const auto n = static_cast<size_t>(self.world_size);
     Batch b;

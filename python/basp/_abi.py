@@ -314,7 +314,7 @@ class BatchProblemStruct(_Versioned):
         ("kv_heads", ctypes.c_int64),
         ("head_dim", ctypes.c_int64),
         ("capacity", ctypes.c_int64),
-        ("value_head_dim", ctypes.c_int64),
+        ("v_head_dim", ctypes.c_int64),
     ]
     _magic = BATCH_PROBLEM_MAGIC
     _version = BATCH_PROBLEM_VERSION

@@ -147,17 +147,17 @@ def _length_list(lengths: Any, where: str) -> List[int]:
     return values
 
 
-def _value_head_dim(value_head_dim: Optional[int], where: str) -> int:
-    """partition_batch's value_head_dim -> the problem's field: None -> 0 (head_dim); the library checks the value."""
-    if value_head_dim is None:
+def _v_head_dim(v_head_dim: Optional[int], where: str) -> int:
+    """partition_batch's v_head_dim -> the problem's field: None -> 0 (head_dim); the library checks the value."""
+    if v_head_dim is None:
         return 0
     try:
-        if isinstance(value_head_dim, bool):
+        if isinstance(v_head_dim, bool):
             raise TypeError
-        return operator.index(value_head_dim)
+        return operator.index(v_head_dim)
     except TypeError:
-        raise invalid_argument("%s: value_head_dim (%r) must be None or an int (None or 0: head_dim)" % (
-            where, value_head_dim)) from None
+        raise invalid_argument("%s: v_head_dim (%r) must be None or an int (None or 0: head_dim)" % (
+            where, v_head_dim)) from None
 
 
 class Comm(CommHandle):
@@ -312,17 +312,18 @@ class Comm(CommHandle):
 
     # ---- batch plans (comms made with batch_capacity > 0; docs/batch.md) ---------------------------------------
     def partition_batch(self, lengths: Any, query_heads: int, kv_heads: int, head_dim: int, dtype: DtypeLike,
-                        capacity: int = 0, value_head_dim: Optional[int] = None) -> Batch:
+                        capacity: int = 0, v_head_dim: Optional[int] = None) -> Batch:
         """The batch planner (basp_comm_partition_batch, not collective): partitions the comm's ranks into groups
         of any size and a packed micro-batch of documents of `lengths` tokens (a list of ints, or a 1-D integer
         array or tensor) among them, on this comm's machine with its cost model, minimising the predicted step
         time. Every rank gets the same answer from the same arguments and model. Returns a basp.Batch describing
         this rank (each group's documents ascending, its predicted_seconds), for batch_plan, which makes the plan.
-        capacity: most sequence-side tokens per rank (0: batch_capacity). value_head_dim: v's (and the attention
-        output's) head size, None or 0 for head_dim (multi-head latent attention: head_dim 192, value_head_dim 128,
-        kv_heads = query_heads); the exchanges' bytes and the attention time follow it (docs/batch.md)."""
+        head_dim: q's and k's head size. capacity: most sequence-side tokens per rank (0: batch_capacity).
+        v_head_dim: v's (and the attention output's) head size, None or 0 for head_dim (multi-head latent
+        attention: head_dim 192, v_head_dim 128, kv_heads = query_heads); the exchanges' bytes and the attention time
+        follow it (docs/batch.md)."""
         return self._partition_batch("basp.Comm.partition_batch", "basp_comm_partition_batch", lengths, query_heads,
-                                     kv_heads, head_dim, dtype, capacity, value_head_dim)
+                                     kv_heads, head_dim, dtype, capacity, v_head_dim)
 
     def plan_batch(self, lengths: Any, query_heads: int, kv_heads: int, head_dim: int, dtype: DtypeLike,
                    capacity: int = 0) -> Batch:
@@ -334,16 +335,16 @@ class Comm(CommHandle):
 
     def _partition_batch(self, where: str, symbol: str, lengths: Any, query_heads: int, kv_heads: int,
                          head_dim: int, dtype: DtypeLike, capacity: int,
-                         value_head_dim: Optional[int] = None) -> Batch:
+                         v_head_dim: Optional[int] = None) -> Batch:
         fn = _library.require(symbol, where)
-        value_dim = _value_head_dim(value_head_dim, where)
+        v_dim = _v_head_dim(v_head_dim, where)
         values = _length_list(lengths, where)
         n, world = len(values), self.world_size
         c_lengths = (ctypes.c_int64 * max(1, n))(*values)
         problem = _abi.BatchProblemStruct(num_docs=n, dtype=_arrays.basp_dtype(dtype, where + ": dtype"),
                                           lengths=c_lengths, query_heads=int(query_heads), kv_heads=int(kv_heads),
                                           head_dim=int(head_dim), capacity=int(capacity),
-                                          value_head_dim=value_dim)
+                                          v_head_dim=v_dim)
         sizes, ranks, counts = ((ctypes.c_int32 * world)() for _ in range(3))
         docs = (ctypes.c_int32 * max(1, n))()
         out = _abi.BatchStruct()

@@ -165,7 +165,7 @@ int main(void) {
   FIELD(basp_batch_problem_v1, kv_heads, ",");
   FIELD(basp_batch_problem_v1, head_dim, ",");
   FIELD(basp_batch_problem_v1, capacity, ",");
-  FIELD(basp_batch_problem_v1, value_head_dim, "");
+  FIELD(basp_batch_problem_v1, v_head_dim, "");
   STRUCT_END();
 
   STRUCT_BEGIN(basp_cost_model_v1, BASP_COST_MODEL_INITIALIZER, 0);

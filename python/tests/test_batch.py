@@ -358,9 +358,9 @@ def test_deprecated_names():
                      S.ERROR_INVALID_ARGUMENT, "basp_comm_partition_batch")
 
 
-def test_value_head_dim():
+def test_v_head_dim():
     """partition_batch with v's head size (multi-head latent attention): the predicted time as docs/batch.md's model
-    written out here, bytes and attention, and value_head_dim None, 0 and head_dim alike; bad values named."""
+    written out here, bytes and attention, and v_head_dim None, 0 and head_dim alike; bad values named."""
     hq = hkv = 12  # divisible by every K up to 4
     d, dv, elem = 24, 16, 4  # float32
     length = 301
@@ -373,30 +373,30 @@ def test_value_head_dim():
         t, h = -(-length // N), hq // N
         for value in (None, 0, d, dv, 40):
             v = d if not value else value
-            batch = comm.partition_batch([length], hq, hkv, d, np.float32, capacity=capacity, value_head_dim=value)
+            batch = comm.partition_batch([length], hq, hkv, d, np.float32, capacity=capacity, v_head_dim=value)
             want = float((N - 1) * t * (h * d + h * d + h * v + h * v) * elem)
             if one_node:
-                check.equal(batch.predicted_seconds, want, "bytes of value_head_dim %r" % value)
-            check.equal(batch.groups, [list(range(N))], "one group of all ranks for value_head_dim %r" % value)
+                check.equal(batch.predicted_seconds, want, "bytes of v_head_dim %r" % value)
+            check.equal(batch.groups, [list(range(N))], "one group of all ranks for v_head_dim %r" % value)
         # Attention alone: every plan's time scales by (D + Dv) / (2 D).
         comm.cost_model = basp.CostModel(c2=1e-9, c1=1e-7)
         lengths = [5 + (7 * i) % 23 for i in range(2 * N + 1)]
         plain = comm.partition_batch(lengths, hq, hkv, d, np.float32)
-        same = comm.partition_batch(lengths, hq, hkv, d, np.float32, value_head_dim=d)
-        mla = comm.partition_batch(lengths, hq, hkv, d, np.float32, value_head_dim=dv)
-        check.equal(repr(same.predicted_seconds), repr(plain.predicted_seconds), "value_head_dim = head_dim")
+        same = comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=d)
+        mla = comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=dv)
+        check.equal(repr(same.predicted_seconds), repr(plain.predicted_seconds), "v_head_dim = head_dim")
         check.true(plain.predicted_seconds > 0, "attention costs: %r" % plain.predicted_seconds)
         want = plain.predicted_seconds * (d + dv) / (2.0 * d)
         check.true(abs(mla.predicted_seconds - want) <= 1e-12 * want,
                    "MLA's attention: %r, expected %r" % (mla.predicted_seconds, want))
-        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, value_head_dim=-1),
-                     S.ERROR_INVALID_ARGUMENT, "value_head_dim (-1)")
-        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, value_head_dim="16"),
-                     S.ERROR_INVALID_ARGUMENT, "value_head_dim ('16')")
-        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, value_head_dim=True),
-                     S.ERROR_INVALID_ARGUMENT, "value_head_dim (True)")
-        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, 1 << 40, np.float32, value_head_dim=1 << 60),
-                     S.ERROR_INVALID_ARGUMENT, "bytes per token", "value_head_dim 1152921504606846976")
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=-1),
+                     S.ERROR_INVALID_ARGUMENT, "v_head_dim (-1)")
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim="16"),
+                     S.ERROR_INVALID_ARGUMENT, "v_head_dim ('16')")
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=True),
+                     S.ERROR_INVALID_ARGUMENT, "v_head_dim (True)")
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, 1 << 40, np.float32, v_head_dim=1 << 60),
+                     S.ERROR_INVALID_ARGUMENT, "bytes per token", "v_head_dim 1152921504606846976")
 
 
 def test_refusals():

@@ -28,8 +28,8 @@ constexpr basp_batch_problem_v1 kProblemDefaults = BASP_BATCH_PROBLEM_INITIALIZE
 constexpr basp_cost_model_v1 kModelDefaults = BASP_COST_MODEL_INITIALIZER;
 // The descriptor as batch plans first took it (through token_capacity): such callers get head_dims of 0.
 constexpr size_t kBatchPlanDescFirstSize = offsetof(basp_plan_desc_v1, head_dims);
-// The problem as the planner first took it (through capacity): such callers get value_head_dim 0 (head_dim).
-constexpr size_t kProblemFirstSize = offsetof(basp_batch_problem_v1, value_head_dim);
+// The problem as the planner first took it (through capacity): such callers get v_head_dim 0 (head_dim).
+constexpr size_t kProblemFirstSize = offsetof(basp_batch_problem_v1, v_head_dim);
 
 // basp_batch_v1's arrays, read within the bounds their counts give (a group's ranks, its documents); the runtime
 // checks what they say (runtime::check_batch).
@@ -96,7 +96,7 @@ basp::plan::BatchProblem read_problem(const basp_batch_problem_v1& p) {
   out.query_heads = p.query_heads;
   out.kv_heads = p.kv_heads;
   out.head_dim = p.head_dim;
-  out.value_head_dim = p.value_head_dim;
+  out.v_head_dim = p.v_head_dim;
   out.elem_size = basp::plan::dtype_size(p.dtype);
   out.capacity = p.capacity;
   return out;

@@ -20,8 +20,8 @@ inline int64_t saturating_mul(int64_t a, int64_t b) {
   return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
 }
 
-// The value head size Dv: value_head_dim, or head_dim when it is 0.
-inline int64_t value_dim(const BatchProblem& p) { return p.value_head_dim == 0 ? p.head_dim : p.value_head_dim; }
+// The value head size Dv: v_head_dim, or head_dim when it is 0.
+inline int64_t value_dim(const BatchProblem& p) { return p.v_head_dim == 0 ? p.head_dim : p.v_head_dim; }
 
 // The byte model of batch_planner.h: bytes one rank exchanges with one peer (Q, K at D and V at Dv; the output at
 // Dv), and the busiest rank's query share.

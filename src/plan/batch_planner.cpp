@@ -37,10 +37,10 @@ void check_token_bytes(const BatchProblem& p) {
       __builtin_mul_overflow(p.kv_heads, dv, &v) || __builtin_add_overflow(q, k, &scatter) ||
       __builtin_add_overflow(scatter, v, &scatter) || __builtin_mul_overflow(scatter, p.elem_size, &scatter) ||
       __builtin_mul_overflow(p.query_heads, dv, &gather) || __builtin_mul_overflow(gather, p.elem_size, &gather);
-  BASP_CHECK_ARG(!overflow, "the bytes per token ((query_heads * head_dim + kv_heads * (head_dim + value_head_dim)) * ",
-                 "elem_size, and query_heads * value_head_dim * elem_size) overflow int64 with query_heads ",
-                 p.query_heads, ", kv_heads ", p.kv_heads, ", head_dim ", p.head_dim, ", value_head_dim ",
-                 p.value_head_dim, " (0: head_dim) and elem_size ", p.elem_size);
+  BASP_CHECK_ARG(!overflow, "the bytes per token ((query_heads * head_dim + kv_heads * (head_dim + v_head_dim)) * ",
+                 "elem_size, and query_heads * v_head_dim * elem_size) overflow int64 with query_heads ", p.query_heads,
+                 ", kv_heads ", p.kv_heads, ", head_dim ", p.head_dim, ", v_head_dim ", p.v_head_dim,
+                 " (0: head_dim) and elem_size ", p.elem_size);
 }
 
 void check_problem(const BatchProblem& p) {
@@ -52,7 +52,7 @@ void check_problem(const BatchProblem& p) {
   BASP_CHECK_ARG(p.query_heads % p.kv_heads == 0, "kv_heads (", p.kv_heads, ") must divide query_heads (",
                  p.query_heads, ")");
   BASP_CHECK_ARG(p.head_dim > 0, "head_dim (", p.head_dim, ") must be positive");
-  BASP_CHECK_ARG(p.value_head_dim >= 0, "value_head_dim (", p.value_head_dim, ") must be 0 (head_dim) or positive");
+  BASP_CHECK_ARG(p.v_head_dim >= 0, "v_head_dim (", p.v_head_dim, ") must be 0 (head_dim) or positive");
   BASP_CHECK_ARG(p.elem_size > 0, "elem_size (", p.elem_size, ") must be positive");
   check_token_bytes(p);
   BASP_CHECK_ARG(p.capacity > 0, "capacity (", p.capacity, ") must be positive");

@@ -48,7 +48,7 @@ struct BatchProblem {
   int64_t query_heads = 0;       // Hq > 0
   int64_t kv_heads = 0;          // Hkv > 0, dividing Hq
   int64_t head_dim = 0;          // D > 0: the query and key head size
-  int64_t value_head_dim = 0;    // Dv: the value (and output) head size, 0 = head_dim
+  int64_t v_head_dim = 0;        // Dv: the value (and output) head size, 0 = head_dim
   int64_t elem_size = 0;         // bytes per element > 0
   int64_t capacity = 0;          // most tokens one rank holds on the sequence side (> 0)
   PlacementInput machine;        // ranks.size() == N
@@ -74,7 +74,7 @@ struct BatchPartition {
 };
 
 // Throws INVALID_ARGUMENT naming the argument and value: no rank, a length <= 0, a document longer than
-// N * capacity, a batch of more than N * capacity tokens (no partition can hold it), a bad shape (value_head_dim
+// N * capacity, a batch of more than N * capacity tokens (no partition can hold it), a bad shape (v_head_dim
 // negative, or bytes per token, (Hq * D + Hkv * (D + Dv)) * elem_size, beyond int64).
 BatchPartition plan_batch(const BatchProblem& problem);
 

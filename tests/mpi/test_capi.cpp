@@ -374,10 +374,10 @@ Partition partition(basp_comm_t comm, const basp_batch_problem_t& p) {
 
 }  // namespace
 
-// basp_batch_problem_t gained value_head_dim (v's and the output's head size, 0 = head_dim): the planner's time
+// basp_batch_problem_t gained v_head_dim (v's and the output's head size, 0 = head_dim): the planner's time
 // follows it, a caller built before it passes the older size and gets head_dim whatever lies past its struct, and
 // bad values are named.
-TEST_CASE("batch problem: value_head_dim, and the layout before it", "[capi]") {
+TEST_CASE("batch problem: v_head_dim, and the layout before it", "[capi]") {
   const int n = world_size();
   basp_comm_config_t c = BASP_COMM_CONFIG_INITIALIZER;
   c.micro_batch = 0;
@@ -392,7 +392,7 @@ TEST_CASE("batch problem: value_head_dim, and the layout before it", "[capi]") {
   std::vector<int64_t> lengths;
   for (int i = 0; i < 2 * n + 1; ++i) lengths.push_back(9 + (i * 13) % 41);
   basp_batch_problem_t p = BASP_BATCH_PROBLEM_INITIALIZER;
-  CHECK(p.value_head_dim == 0);
+  CHECK(p.v_head_dim == 0);
   p.num_docs = static_cast<int32_t>(lengths.size());
   p.lengths = lengths.data();
   p.dtype = BASP_DTYPE_BF16;
@@ -401,17 +401,17 @@ TEST_CASE("batch problem: value_head_dim, and the layout before it", "[capi]") {
   const Partition plain = partition(comm, p);
   REQUIRE(plain.status == BASP_SUCCESS);
   CHECK(plain.seconds > 0);
-  p.value_head_dim = 192;
+  p.v_head_dim = 192;
   const Partition same = partition(comm, p);
   CHECK(same.seconds == plain.seconds);
   CHECK(same.sizes == plain.sizes);
-  p.value_head_dim = 128;
+  p.v_head_dim = 128;
   const Partition mla = partition(comm, p);
   REQUIRE(mla.status == BASP_SUCCESS);
   CHECK(mla.seconds == Approx(plain.seconds * (192.0 + 128.0) / (2 * 192.0)).epsilon(1e-12));
 
-  // The layout through capacity: 64 bytes on LP64, value_head_dim read as 0 (garbage past the struct ignored).
-  const size_t before = offsetof(basp_batch_problem_v1, value_head_dim);
+  // The layout through capacity: 64 bytes on LP64, v_head_dim read as 0 (garbage past the struct ignored).
+  const size_t before = offsetof(basp_batch_problem_v1, v_head_dim);
   REQUIRE(before == 64);
   const basp_batch_problem_t old = older_caller(p, before);
   const Partition got = partition(comm, old);
@@ -423,12 +423,12 @@ TEST_CASE("batch problem: value_head_dim, and the layout before it", "[capi]") {
   CHECK(partition(comm, shorter).status == BASP_ERROR_BAD_STRUCT);
   CHECK_THAT(last(), Catch::Contains("problem->size (56)"));
 
-  p.value_head_dim = -4;
+  p.v_head_dim = -4;
   CHECK(partition(comm, p).status == BASP_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last(), Catch::Contains("value_head_dim (-4)"));
-  p.value_head_dim = int64_t{1} << 62;
+  CHECK_THAT(last(), Catch::Contains("v_head_dim (-4)"));
+  p.v_head_dim = int64_t{1} << 62;
   CHECK(partition(comm, p).status == BASP_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last(), Catch::Contains("bytes per token") && Catch::Contains("value_head_dim 4611686018427387904"));
+  CHECK_THAT(last(), Catch::Contains("bytes per token") && Catch::Contains("v_head_dim 4611686018427387904"));
   CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
 }
 

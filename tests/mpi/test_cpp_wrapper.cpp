@@ -387,7 +387,7 @@ TEST_CASE("C++: MLA plans of two head sizes and a shared rotary key, bit-exact",
   }
 
   // The planner with v's head size: attention alone costs, so every plan's time scales by (D + Dv) / (2 D), and
-  // value_head_dim = head_dim answers as 0 does, bit for bit.
+  // v_head_dim = head_dim answers as 0 does, bit for bit.
   basp::CommConfig bc;
   bc.micro_batch = 0;
   bc.batch_capacity = 256;
@@ -408,5 +408,5 @@ TEST_CASE("C++: MLA plans of two head sizes and a shared rotary key, bit-exact",
   CHECK(mla.predicted_seconds == Approx(plain.predicted_seconds * (192.0 + 128.0) / 384.0).epsilon(1e-12));
   CHECK(status_of([&] { batch_comm.partition_batch(lengths, h, h, 192, BASP_DTYPE_BF16, 0, -1); }) ==
         BASP_ERROR_INVALID_ARGUMENT);
-  CHECK(std::string(basp_last_error()).find("value_head_dim (-1)") != std::string::npos);
+  CHECK(std::string(basp_last_error()).find("v_head_dim (-1)") != std::string::npos);
 }

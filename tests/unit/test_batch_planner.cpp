@@ -543,7 +543,7 @@ BatchProblem shaped(const Shape& s, std::vector<int64_t> lengths, PlacementInput
   p.query_heads = s.hq;
   p.kv_heads = s.hkv;
   p.head_dim = s.d;
-  p.value_head_dim = s.dv;
+  p.v_head_dim = s.dv;
   p.elem_size = s.elem;
   return p;
 }
@@ -583,12 +583,12 @@ TEST_CASE("a value head size of its own: bytes and attention as written out", "[
   }
 }
 
-TEST_CASE("value_head_dim 0 predicts and plans exactly as head_dim, as before it existed", "[batch_planner]") {
-  // The model before value_head_dim, written out for one group of 4 on one node: Q, K and V at D, the output at D,
+TEST_CASE("v_head_dim 0 predicts and plans exactly as head_dim, as before it existed", "[batch_planner]") {
+  // The model before v_head_dim, written out for one group of 4 on one node: Q, K and V at D, the output at D,
   // (c2 l^2 + c1 l) * share for attention, plus scatter and gather, in the order the planner has always summed them.
   const CostModel model = typical_model();
   const BatchProblem p = problem_of({777}, uniform_machine(4, 4), 777, model);  // Hq 32, Hkv 8, D 128, 2 bytes
-  REQUIRE(p.value_head_dim == 0);
+  REQUIRE(p.v_head_dim == 0);
   const double per_peer_scatter = 195.0 * (8 + 2 * 2) * (128 * 2), per_peer_gather = 195.0 * 8 * (128 * 2);
   const double exchange = model.a0 + model.a1 * 3;
   const double before =
@@ -605,7 +605,7 @@ TEST_CASE("value_head_dim 0 predicts and plans exactly as head_dim, as before it
     BatchProblem zero = problem_of(lengths, gpu_machine(n, static_cast<int32_t>(1 + rng() % 8), rng),
                                    std::max<int64_t>((longest + n - 1) / n, 2 * total / n + 1));
     BatchProblem same = zero;
-    same.value_head_dim = same.head_dim;
+    same.v_head_dim = same.head_dim;
     CAPTURE(trial, n);
     const BatchPartition a = basp::plan::plan_batch(zero), b = basp::plan::plan_batch(same);
     REQUIRE(members_of(a) == members_of(b));
@@ -652,17 +652,17 @@ TEST_CASE("the planner's group size follows the value head size", "[batch_planne
   REQUIRE(chosen.back() == 4);
 }
 
-TEST_CASE("value_head_dim errors name the fields and their values", "[batch_planner]") {
+TEST_CASE("v_head_dim errors name the fields and their values", "[batch_planner]") {
   BatchProblem p = problem_of({10, 20}, uniform_machine(4, 2), 100);
-  p.value_head_dim = -1;
-  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p), Catch::Contains("value_head_dim (-1) must be 0 (head_dim) or"));
-  REQUIRE_THROWS_WITH(basp::plan::predict_batch(p, {{0, 1, 2, 3}}, {{0, 1}}), Catch::Contains("value_head_dim (-1)"));
+  p.v_head_dim = -1;
+  REQUIRE_THROWS_WITH(basp::plan::plan_batch(p), Catch::Contains("v_head_dim (-1) must be 0 (head_dim) or"));
+  REQUIRE_THROWS_WITH(basp::plan::predict_batch(p, {{0, 1, 2, 3}}, {{0, 1}}), Catch::Contains("v_head_dim (-1)"));
   // Bytes per token past int64, by the value head alone and by the query and key heads.
-  p.value_head_dim = std::numeric_limits<int64_t>::max() / 4;
+  p.v_head_dim = std::numeric_limits<int64_t>::max() / 4;
   REQUIRE_THROWS_WITH(basp::plan::plan_batch(p),
-                      Catch::Contains("bytes per token") && Catch::Contains("value_head_dim 2305843009213693951") &&
+                      Catch::Contains("bytes per token") && Catch::Contains("v_head_dim 2305843009213693951") &&
                           Catch::Contains("query_heads 32") && Catch::Contains("elem_size 2"));
-  p.value_head_dim = 64;
+  p.v_head_dim = 64;
   p.head_dim = int64_t{1} << 57;
   REQUIRE_THROWS_WITH(basp::plan::plan_batch(p),
                       Catch::Contains("overflow int64") && Catch::Contains("head_dim 144115188075855872"));
@@ -675,8 +675,8 @@ TEST_CASE("value_head_dim errors name the fields and their values", "[batch_plan
   p.head_dim = 1;
   p.query_heads = p.kv_heads = 1;
   p.elem_size = 1;
-  p.value_head_dim = std::numeric_limits<int64_t>::max() - 2;
+  p.v_head_dim = std::numeric_limits<int64_t>::max() - 2;
   REQUIRE_NOTHROW(basp::plan::plan_batch(p));
-  p.value_head_dim += 1;
+  p.v_head_dim += 1;
   REQUIRE_THROWS_WITH(basp::plan::plan_batch(p), Catch::Contains("bytes per token"));
 }
