@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from . import _abi, _arrays, _library
 from ._abi import Layout
 from ._arrays import DtypeLike
-from .errors import invalid_argument
+from .errors import int64_arg, invalid_argument
 
 LayoutLike = Union[Layout, int, str]  # a member, its int, or "bshd" / "sbhd" / "thd"
 HeadDimLike = Union[int, Sequence[int]]  # one head size for every tensor, or one per tensor
@@ -17,7 +17,7 @@ HeadDimLike = Union[int, Sequence[int]]  # one head size for every tensor, or on
 def head_counts(num_heads: Union[int, Sequence[int]]) -> List[int]:
     if isinstance(num_heads, int):
         num_heads = [num_heads]
-    counts = [int(h) for h in num_heads]
+    counts = [int64_arg(h, "num_heads[%d]" % t, "basp.Plan") for t, h in enumerate(num_heads)]
     if len(counts) > _abi.MAX_TENSORS:
         raise invalid_argument("basp.Plan: num_heads (%r) lists %d tensors, more than BASP_MAX_TENSORS (%d)"
                                % (counts, len(counts), _abi.MAX_TENSORS))
@@ -31,7 +31,7 @@ def query_head_counts(query_heads: Optional[Sequence[Optional[int]]], heads: Lis
     if isinstance(query_heads, int) or len(query_heads) != len(heads):
         raise invalid_argument("basp.Plan: query_heads (%r) must list one entry per tensor (num_heads %r): 0 for a "
                                "query-like tensor, else the query head count it serves" % (query_heads, heads))
-    return [0 if q is None else int(q) for q in query_heads]
+    return [0 if q is None else int64_arg(q, "query_heads[%d]" % t, "basp.Plan") for t, q in enumerate(query_heads)]
 
 
 def head_sizes(head_dim: HeadDimLike, heads: List[int]) -> Optional[List[int]]:
@@ -52,8 +52,9 @@ def head_sizes(head_dim: HeadDimLike, heads: List[int]) -> Optional[List[int]]:
         raise invalid_argument("basp.Plan: head_dim (%r) lists %d head sizes but num_heads (%r) %d tensors: give one "
                                "size per tensor, or one int for all" % (sizes, len(sizes), heads, len(heads)))
     for t, d in enumerate(sizes):
-        if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
-            raise invalid_argument("basp.Plan: head_dim[%d] (%r) in %r must be a positive int" % (t, d, sizes))
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 < d < 2 ** 63:
+            raise invalid_argument("basp.Plan: head_dim[%d] (%r) in %r must be a positive int below 2^63" % (
+                t, d, sizes))
     return sizes
 
 
@@ -76,9 +77,11 @@ def plan_desc(seq_len: Optional[int], head_dim: HeadDimLike, num_heads: Union[in
     queries = query_head_counts(query_heads, heads)
     sizes = head_sizes(head_dim, heads)
     desc = _abi.PlanDesc(layout=layout_value(layout), dtype=_arrays.basp_dtype(dtype, "basp.Plan: dtype"),
-                         seq_len=-1 if seq_len is None else int(seq_len),
-                         head_dim=int(head_dim) if sizes is None else (sizes + [-1])[0], num_tensors=len(heads),
-                         token_capacity=0 if token_capacity is None else int(token_capacity))
+                         seq_len=-1 if seq_len is None else int64_arg(seq_len, "seq_len", "basp.Plan"),
+                         head_dim=int64_arg(head_dim, "head_dim", "basp.Plan") if sizes is None else (sizes + [-1])[0],
+                         num_tensors=len(heads),
+                         token_capacity=0 if token_capacity is None else int64_arg(token_capacity, "token_capacity",
+                                                                                   "basp.Plan"))
     for t, (h, q) in enumerate(zip(heads, queries)):
         desc.num_heads[t] = h
         desc.query_heads[t] = q

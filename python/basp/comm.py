@@ -3,14 +3,14 @@ communicator or any framework's all-gather (basp.OobAllgather)."""
 from __future__ import annotations
 
 import ctypes
-import operator
 import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
-from . import _abi, _arrays, _library
+from . import _abi, _library
 from ._abi import Backend, Layout, Placement
 from ._arrays import DtypeLike
+from ._batch_problem import batch_problem
 from ._handle import CommHandle
 from .batch import Batch, CostModel
 from .errors import Error, invalid_argument
@@ -127,37 +127,6 @@ def _check_one_nccl(where: str) -> None:
                                "made by one libnccl means nothing to another. Load one NCCL only (with PyTorch's "
                                "nvidia-nccl wheel, build libbasp with NCCL_ROOT=site-packages/nvidia/nccl)" % (
                                    where, ", ".join(others), ours or "unknown"))
-
-
-def _length_list(lengths: Any, where: str) -> List[int]:
-    """Document lengths (a sequence of ints, a 1-D integer NumPy array or tensor) -> ints."""
-    if hasattr(lengths, "detach"):  # a torch tensor
-        lengths = lengths.detach().cpu()
-    if hasattr(lengths, "ndim") and lengths.ndim != 1:
-        raise invalid_argument("%s: lengths has shape %s; expected one length per document (1-D)" % (
-            where, tuple(lengths.shape)))
-    if hasattr(lengths, "tolist"):
-        lengths = lengths.tolist()
-    try:
-        values = [operator.index(x) for x in lengths]
-    except TypeError:
-        raise invalid_argument("%s: lengths (%r) is not a sequence of integers" % (where, lengths)) from None
-    if len(values) >= 2 ** 31:
-        raise invalid_argument("%s: %d documents; at most 2^31 - 1" % (where, len(values)))
-    return values
-
-
-def _v_head_dim(v_head_dim: Optional[int], where: str) -> int:
-    """partition_batch's v_head_dim -> the problem's field: None -> 0 (head_dim); the library checks the value."""
-    if v_head_dim is None:
-        return 0
-    try:
-        if isinstance(v_head_dim, bool):
-            raise TypeError
-        return operator.index(v_head_dim)
-    except TypeError:
-        raise invalid_argument("%s: v_head_dim (%r) must be None or an int (None or 0: head_dim)" % (
-            where, v_head_dim)) from None
 
 
 class Comm(CommHandle):
@@ -337,14 +306,8 @@ class Comm(CommHandle):
                          head_dim: int, dtype: DtypeLike, capacity: int,
                          v_head_dim: Optional[int] = None) -> Batch:
         fn = _library.require(symbol, where)
-        v_dim = _v_head_dim(v_head_dim, where)
-        values = _length_list(lengths, where)
+        problem, values = batch_problem(where, lengths, query_heads, kv_heads, head_dim, dtype, capacity, v_head_dim)
         n, world = len(values), self.world_size
-        c_lengths = (ctypes.c_int64 * max(1, n))(*values)
-        problem = _abi.BatchProblemStruct(num_docs=n, dtype=_arrays.basp_dtype(dtype, where + ": dtype"),
-                                          lengths=c_lengths, query_heads=int(query_heads), kv_heads=int(kv_heads),
-                                          head_dim=int(head_dim), capacity=int(capacity),
-                                          v_head_dim=v_dim)
         sizes, ranks, counts = ((ctypes.c_int32 * world)() for _ in range(3))
         docs = (ctypes.c_int32 * max(1, n))()
         out = _abi.BatchStruct()

@@ -38,3 +38,12 @@ class Error(Exception):
 def invalid_argument(message: str) -> Error:
     """The binding's own argument check failed: the library was not called."""
     return Error(Status.ERROR_INVALID_ARGUMENT, message)
+
+
+def int64_arg(value: object, name: str, where: str) -> int:
+    """int(value) for an int64 field of a C struct, named when beyond int64 (ctypes would keep its low 64 bits and
+    the library would read another value); the library checks the rest."""
+    v = int(value)  # type: ignore[call-overload]
+    if not -2 ** 63 <= v < 2 ** 63:
+        raise invalid_argument("%s: %s (%d) is beyond int64" % (where, name, v))
+    return v

@@ -395,6 +395,19 @@ def test_v_head_dim():
                      S.ERROR_INVALID_ARGUMENT, "v_head_dim ('16')")
         expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=True),
                      S.ERROR_INVALID_ARGUMENT, "v_head_dim (True)")
+        # Beyond int64 (ctypes would keep the low 64 bits: 2^64 + 16 as 16, a plan for Dv 16): named, not wrapped.
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=2 ** 64 + dv),
+                     S.ERROR_INVALID_ARGUMENT, "v_head_dim (18446744073709551632) must be None or in 0..2^63 - 1")
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=2 ** 63),
+                     S.ERROR_INVALID_ARGUMENT, "v_head_dim (9223372036854775808)")
+        for name, args in (("query_heads", (2 ** 64 + hq, hkv, d)), ("kv_heads", (hq, 2 ** 64 + hkv, d)),
+                           ("head_dim", (hq, hkv, 2 ** 64 + d))):
+            expect_error(lambda: comm.partition_batch(lengths, *args, np.float32), S.ERROR_INVALID_ARGUMENT,
+                         "%s (%d) is beyond int64" % (name, max(args)))
+        expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, capacity=2 ** 64 + 100),
+                     S.ERROR_INVALID_ARGUMENT, "capacity (18446744073709551716) is beyond int64")
+        expect_error(lambda: comm.partition_batch([5, 2 ** 64 + 5], hq, hkv, d, np.float32),
+                     S.ERROR_INVALID_ARGUMENT, "lengths[1] (18446744073709551621) is beyond int64")
         expect_error(lambda: comm.partition_batch(lengths, hq, hkv, 1 << 40, np.float32, v_head_dim=1 << 60),
                      S.ERROR_INVALID_ARGUMENT, "bytes per token", "v_head_dim 1152921504606846976")
 

@@ -139,9 +139,22 @@ def test_plan_creation():
         binding_error(lambda: comm.plan(2 * k, [6, 6, 4, 4], [k, k, k], np.float32), "lists 4 head sizes",
                       "3 tensors")
         binding_error(lambda: comm.plan(2 * k, [6, 0, 4], [k, k, k], np.float32),
-                      "head_dim[1] (0) in [6, 0, 4] must be a positive int")
+                      "head_dim[1] (0) in [6, 0, 4] must be a positive int below 2^63")
         binding_error(lambda: comm.plan(2 * k, [6, 6, -4], [k, k, k], np.float32),
-                      "head_dim[2] (-4) in [6, 6, -4] must be a positive int")
+                      "head_dim[2] (-4) in [6, 6, -4] must be a positive int below 2^63")
+        # Beyond int64 (ctypes would keep the low 64 bits: 2^63 negative, 2^64 + 4 as 4): named, not wrapped.
+        binding_error(lambda: comm.plan(2 * k, [6, 6, 2 ** 63], [k, k, k], np.float32),
+                      "head_dim[2] (9223372036854775808) in [6, 6, 9223372036854775808] must be a positive int")
+        binding_error(lambda: comm.plan(2 * k, [6, 6, 2 ** 64 + 4], [k, k, k], np.float32),
+                      "head_dim[2] (18446744073709551620)")
+        binding_error(lambda: comm.plan(2 * k, 2 ** 64 + 4, [k], np.float32),
+                      "basp.Plan: head_dim (18446744073709551620) is beyond int64")
+        binding_error(lambda: comm.plan(2 ** 64 + 2 * k, 4, [k], np.float32),
+                      "seq_len (%d) is beyond int64" % (2 ** 64 + 2 * k))
+        binding_error(lambda: comm.plan(2 * k, 4, [2 ** 64 + k], np.float32),
+                      "num_heads[0] (%d) is beyond int64" % (2 ** 64 + k))
+        binding_error(lambda: comm.plan(2 * k, 4, [k, 1], np.float32, query_heads=[0, 2 ** 64 + k]),
+                      "query_heads[1] (%d) is beyond int64" % (2 ** 64 + k))
         binding_error(lambda: comm.plan(2 * k, [6, 2.5], [k, k], np.float32), "head_dim[1] (2.5)")
         binding_error(lambda: comm.plan(2 * k, "6", [k], np.float32), "head_dim ('6', a str) must be an int or a list")
         binding_error(lambda: comm.plan(2 * k, 4, [k], np.complex64), "dtype (complex64) has no basp.Dtype")
