@@ -6,9 +6,9 @@ import ctypes
 import operator
 from typing import Any, List, Optional, Tuple
 
-from . import _abi, _arrays
+from . import _abi, _arrays, _library
 from ._arrays import DtypeLike
-from .errors import int64_arg, invalid_argument
+from .errors import Error, int64_arg, invalid_argument
 
 
 def length_list(lengths: Any, where: str) -> List[int]:
@@ -61,3 +61,21 @@ def batch_problem(where: str, lengths: Any, query_heads: int, kv_heads: int, hea
                                       head_dim=int64_arg(head_dim, "head_dim", where),
                                       capacity=int64_arg(capacity, "capacity", where), v_head_dim=v_dim)
     return problem, values
+
+
+def check_reads_v_head_dim(fn: Any, comm: Any, world: int, problem: _abi.BatchProblemStruct, where: str) -> None:
+    """A libbasp built before v_head_dim was appended to basp_batch_problem_v1 copies the problem through capacity
+    only and plans as if v had head_dim's size. For a v_head_dim other than 0 and head_dim, asks the loaded one
+    (`fn`, its basp_comm_partition_batch, on `comm`) to plan v_head_dim -1: one that reads the field refuses it, an
+    older one plans; then UNSUPPORTED naming the library, its version and the field."""
+    if problem.v_head_dim in (0, problem.head_dim):
+        return
+    one = (ctypes.c_int64 * 1)(1)
+    probe = _abi.BatchProblemStruct(num_docs=1, dtype=int(_abi.Dtype.FP32), lengths=one, query_heads=1, kv_heads=1,
+                                    head_dim=1, capacity=0, v_head_dim=-1)
+    arrays = [(ctypes.c_int32 * max(1, world))() for _ in range(4)]
+    if fn(comm, ctypes.byref(probe), *arrays, ctypes.byref(_abi.BatchStruct()), None) == _abi.Status.SUCCESS:
+        raise Error(_abi.Status.ERROR_UNSUPPORTED, "%s: v_head_dim (%d, head_dim %d): the loaded libbasp %s (%s) "
+                    "does not read basp_batch_problem_v1.v_head_dim (it was built before the field) and would plan "
+                    "as if v had head_dim's size" % (where, problem.v_head_dim, problem.head_dim,
+                                                      "%d.%d.%d" % _library.version(), _library.path()))

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type, Union
 from . import _abi, _library
 from ._abi import Backend, Layout, Placement
 from ._arrays import DtypeLike
-from ._batch_problem import batch_problem
+from ._batch_problem import batch_problem, check_reads_v_head_dim
 from ._handle import CommHandle
 from .batch import Batch, CostModel
 from .errors import Error, invalid_argument
@@ -308,6 +308,7 @@ class Comm(CommHandle):
         fn = _library.require(symbol, where)
         problem, values = batch_problem(where, lengths, query_heads, kv_heads, head_dim, dtype, capacity, v_head_dim)
         n, world = len(values), self.world_size
+        check_reads_v_head_dim(fn, self._handle, world, problem, where)
         sizes, ranks, counts = ((ctypes.c_int32 * world)() for _ in range(3))
         docs = (ctypes.c_int32 * max(1, n))()
         out = _abi.BatchStruct()

@@ -16,6 +16,7 @@ under mpirun, with NumPy only:
 
 usage: mpirun -np N python3 test_batch.py [test names]
 """
+import ctypes
 import sys
 import warnings
 
@@ -358,6 +359,19 @@ def test_deprecated_names():
                      S.ERROR_INVALID_ARGUMENT, "basp_comm_partition_batch")
 
 
+def _older_partition_batch(fn):
+    """basp_comm_partition_batch (`fn`) as a libbasp built before v_head_dim reads the problem: through capacity
+    only (the library copies the bytes its own struct has); any other function as it is."""
+    if getattr(fn, "__name__", "") != "basp_comm_partition_batch":
+        return fn
+
+    def call(comm, problem, *rest):
+        older = type(problem._obj).from_buffer_copy(problem._obj)  # problem: ctypes.byref(a BatchProblemStruct)
+        older.size = type(older).v_head_dim.offset
+        return fn(comm, ctypes.byref(older), *rest)
+    return call
+
+
 def test_v_head_dim():
     """partition_batch with v's head size (multi-head latent attention): the predicted time as docs/batch.md's model
     written out here, bytes and attention, and v_head_dim None, 0 and head_dim alike; bad values named."""
@@ -389,6 +403,19 @@ def test_v_head_dim():
         want = plain.predicted_seconds * (d + dv) / (2.0 * d)
         check.true(abs(mla.predicted_seconds - want) <= 1e-12 * want,
                    "MLA's attention: %r, expected %r" % (mla.predicted_seconds, want))
+        # A libbasp built before v_head_dim (the real one given the struct through capacity, as such a library
+        # reads it) would plan as if v had head_dim's size: refused, naming its version; None, 0 and head_dim plan.
+        real_require = basp._library.require
+        basp._library.require = lambda name, where: _older_partition_batch(real_require(name, where))
+        try:
+            for value in (None, 0, d):
+                older = comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=value)
+                check.equal(repr(older.predicted_seconds), repr(plain.predicted_seconds), "older, v %r" % value)
+            expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=dv),
+                         S.ERROR_UNSUPPORTED, "v_head_dim (%d, head_dim %d)" % (dv, d),
+                         "libbasp %d.%d.%d" % basp.version(), "does not read basp_batch_problem_v1.v_head_dim")
+        finally:
+            basp._library.require = real_require
         expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim=-1),
                      S.ERROR_INVALID_ARGUMENT, "v_head_dim (-1)")
         expect_error(lambda: comm.partition_batch(lengths, hq, hkv, d, np.float32, v_head_dim="16"),
