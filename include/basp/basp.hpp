@@ -82,8 +82,8 @@ struct PlanDesc : basp_plan_desc_v1 {
   }
 
   // The same with the rotary part of k sent once per token: q (heads, nope_dim + rope_dim), k_nope (heads,
-  // nope_dim), k_rope (one head of rope_dim serving all `heads` query heads: every rank of a group receives it, and
-  // a gather sums it over them) and v (heads, v_head_dim), tensors 0..3. Sizes in 1..2^40.
+  // nope_dim), k_rope (one head of rope_dim serving all `heads` query heads: every rank of a group holding query heads
+  // receives it, and a gather sums it over them) and v (heads, v_head_dim), tensors 0..3. Sizes in 1..2^40.
   static PlanDesc mla_shared_rope(basp_layout_t layout, basp_dtype_t dtype, int64_t seq_len, int64_t nope_dim,
                                   int64_t rope_dim, int64_t v_head_dim, int64_t heads) {
     positive("PlanDesc::mla_shared_rope: nope_dim", nope_dim);
