@@ -260,16 +260,29 @@ def test_head_size_per_tensor():
                 layout = ("bshd", "sbhd")[i % 2]
                 exchange_case(comm, seq_len, heads, queries, np.float32, layout, 70 + 10 * b + i, dims=dims)
                 summing_gather_case(comm, seq_len, heads, queries, np.float64, layout, 90 + i, dims=dims)
+            # The sizes as the library made them (its shapes), besides the binding's head_dims.
             with comm.plan(4, [6, 6, 4], [k, k, k], np.float32) as plan:
                 check.equal((plan.head_dims, plan.head_dim), ([6, 6, 4], None), "sizes that differ: no head_dim")
+                check.equal(made_head_sizes(plan), [6, 6, 4], "the library's sizes")
                 check.true("D=[6, 6, 4]" in repr(plan), "repr names the sizes: %r" % plan)
             with comm.plan(4, [5, 5], [k, k], np.float32) as plan:
                 check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "one size listed twice is head_dim")
+                check.equal(made_head_sizes(plan), [5, 5], "the library's sizes, one listed twice")
             with comm.plan(4, 5, [k, k], np.float32) as plan:
                 check.equal((plan.head_dims, plan.head_dim), ([5, 5], 5), "an int head_dim for every tensor")
+                check.equal(made_head_sizes(plan), [5, 5], "the library's sizes of an int head_dim")
             with comm.plan(4, np.array([6, 4]), [k, k], np.float32) as plan, \
                     comm.plan(4, np.int64(5), [k], np.float32) as one:
                 check.equal((plan.head_dims, one.head_dims), ([6, 4], [5]), "NumPy sizes: an array, a scalar")
+                check.equal((made_head_sizes(plan), made_head_sizes(one)), ([6, 4], [5]), "the library's NumPy sizes")
+
+
+def made_head_sizes(plan):
+    """Each tensor's head size as the library made it: the last dim of the shapes basp_plan_get_info reports, the
+    sequence-side one and the head-side one alike."""
+    seq = [shape[-1] for shape in plan.info.seq_sharded_shapes]
+    check.equal([shape[-1] for shape in plan.info.head_sharded_shapes], seq, "head sizes of both sides")
+    return seq
 
 
 def test_summing_gather_equals_the_sum():
