@@ -5,7 +5,8 @@ graph break fails the test, and compared with the same model run eagerly on the 
 - backend "aot_eager" (the traced forward and backward graphs, run by PyTorch's eager kernels): outputs and the
   gradients of the input and of every weight bit-identical, for BSHD and SBHD with GQA and uneven heads and tokens
   (and values of another head size than queries and keys),
-  and for THD streams of several lengths, which must all run on one graph (the token count is symbolic);
+  and for THD streams of several lengths, which must all run on one graph (the token count is symbolic), values of
+  the queries' head size and of another;
 - backend "inductor" (generated C++ kernels): within 1e-6 relative;
 - torch.library.opcheck of both operators (schema, fake implementation, autograd registration);
 - what is refused, by name: a layer traced before its plans exist, a plan id that names no plan.
@@ -129,10 +130,16 @@ class GraphCounter:
 
 def test_thd_one_graph_for_every_length():
     # Streams of several lengths and document counts (two or more documents: a one-document stream's cu_seqlens
-    # of size 2 is a size PyTorch specialises on, and would be a second graph).
+    # of size 2 is a size PyTorch specialises on, and would be a second graph); q and k of 4, v of 4 and of 3
+    # (multi-head latent attention: the THD plans' per-tensor sizes in the fake shapes).
+    for dv in (None, 3):
+        thd_case(dv)
+
+
+def thd_case(dv):
     comm = basp.Comm(WORLD, micro_batch=1)  # one group of N ranks: one packed stream
     k, pos = comm.group_size, comm.group_position
-    model = Block(comm, 4, 2, 4, "thd", capacity=64)
+    model = Block(comm, 4, 2, 4, "thd", capacity=64, dv=dv)
     model.attn.prepare(None, torch.float32, "cpu")
     counter = GraphCounter()
     compiled_fn = torch.compile(model, backend=counter, fullgraph=True, dynamic=True)
@@ -145,8 +152,9 @@ def test_thd_one_graph_for_every_length():
         x, dy = x[begin:end].contiguous(), dy[begin:end].contiguous()
         eager = run_once(model, model, x, dy, cu_seqlens=cu, num_tokens=tokens)
         compiled = run_once(compiled_fn, model, x, dy, cu_seqlens=cu, num_tokens=tokens)
-        compare("aot_eager THD T %d docs %r" % (tokens, docs), eager, compiled, exact=True)
-    check.equal(counter.graphs, 1, "forward graphs compiled for four stream lengths (T is symbolic)")
+        check.equal(tuple(eager[0].shape), (end - begin, E), "output of Dv %s" % dv)
+        compare("aot_eager THD T %d docs %r Dv %s" % (tokens, docs, dv), eager, compiled, exact=True)
+    check.equal(counter.graphs, 1, "forward graphs compiled for four stream lengths (T is symbolic), Dv %s" % dv)
     model.attn.close()
     comm.close()
 
