@@ -22,7 +22,9 @@
 // A geometry may describe one head chunk of an exchange (plan/head_chunks.h; chunk_count > 1): it then moves, per
 // position h, only the heads [moved(h).begin, moved(h).end) inside h's heads, in rows of moved_row_bytes(h) bytes;
 // h's head-sharded tensor keeps its whole rows (head_row_bytes(h) apart), the moved heads moved_skip_bytes(h)
-// into each. Chunk 0 of 1 moves every head: moved(h) is [head_begin(h), head_end(h)).
+// into each. Chunk 0 of 1 moves every head: moved(h) is [head_begin(h), head_end(h)). A tensor marked
+// kChunkAtEnds (a query-like tensor with fewer heads than its plan's chunk basis) moves every head of h in the
+// scatter's first chunk and the gather's last, none in the others.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,14 @@ struct Geometry {
   int64_t head_dim = 0;               // D
   int64_t elem = 0;                   // bytes per element
   int32_t chunk_count = 1;
-  int32_t chunk_gather = 0;  // ... of a gather (1) or a scatter (0); chunk 0 of 1 is the whole exchange
+  int32_t chunk_flags = 0;  // ... of a gather (kChunkGather) or a scatter; kChunkAtEnds: the tensor's heads move
+                            // all at the ends. Chunk 0 of 1 is the whole exchange, whatever the flags.
+
+  // chunk_flags: a gather's head chunk (else a scatter's).
+  static constexpr int32_t kChunkGather = 1;
+  // chunk_flags: every head of a position moves in the scatter's first chunk (0) and the gather's last (C - 1),
+  // none in the others; set by the plan (plan/head_chunks.h) on a query-like tensor below its chunk basis.
+  static constexpr int32_t kChunkAtEnds = 2;
 
   // --- splits ---
   BASP_HOST_DEVICE int64_t tok_begin(int64_t j) const { return detail::split_begin(seq_len, k, j); }
@@ -84,9 +93,15 @@ struct Geometry {
   BASP_HOST_DEVICE bool whole() const { return chunk_count == 1; }
   // Position j's heads this execute moves (to j in a scatter, from j in a gather): for a head chunk, its query
   // heads of j by the split rule, and a key/value head with the first chunk of j reading it (scatter) or the last
-  // one (gather) (plan/head_chunks.h); the whole exchange: every head of j.
+  // one (gather) (plan/head_chunks.h); kChunkAtEnds: every head of j in the scatter's chunk 0 and the gather's
+  // chunk C - 1, none in the others; the whole exchange: every head of j.
   BASP_HOST_DEVICE HeadSpan moved(int64_t j) const {
     if (whole()) return {head_begin(j), head_end(j)};
+    const bool gather = (chunk_flags & kChunkGather) != 0;
+    if (chunk_flags & kChunkAtEnds) {
+      if (chunk_index != (gather ? chunk_count - 1 : 0)) return {};
+      return {head_begin(j), head_end(j)};
+    }
     const int64_t a = split_begin(j);
     const int64_t b = split_begin(j + 1);
     const int64_t qb = a + detail::split_begin(b - a, chunk_count, chunk_index);
@@ -98,8 +113,8 @@ struct Geometry {
     // The head of the chunk's first query head is read by j's previous chunk too unless that query head starts
     // the head: the scatter moved it there. The head of its last query head is read by j's next chunk too: the
     // gather moves it there.
-    if (!chunk_gather && qb > a && qb % r != 0) ++lo;
-    if (chunk_gather && qe < b && qe % r != 0) --hi;
+    if (!gather && qb > a && qb % r != 0) ++lo;
+    if (gather && qe < b && qe % r != 0) --hi;
     if (lo >= hi) return {};
     return {lo, hi};
   }
@@ -109,12 +124,12 @@ struct Geometry {
     const HeadSpan m = moved(j);
     return m.empty() ? 0 : (m.begin - head_begin(j)) * dim_bytes();
   }
-  // The same tensor's geometry for head chunk `index` of `count` in a gather (true) or scatter.
+  // The same tensor's geometry for head chunk `index` of `count` in a gather (true) or scatter (kChunkAtEnds kept).
   BASP_HOST_DEVICE Geometry chunk(int32_t index, int32_t count, bool gather) const {
     Geometry g = *this;
     g.chunk_index = index;
     g.chunk_count = count;
-    g.chunk_gather = gather ? 1 : 0;
+    g.chunk_flags = (chunk_flags & kChunkAtEnds) | (gather ? kChunkGather : 0);
     return g;
   }
 
@@ -190,5 +205,8 @@ struct Geometry {
     dims[3] = head_dim;
   }
 };
+
+// A whole exchange copies its geometries often: keep them at 80 bytes (the chunk fields fill the padding).
+static_assert(sizeof(Geometry) == 80, "layout::Geometry grew");
 
 }  // namespace basp::layout

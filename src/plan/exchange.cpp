@@ -108,6 +108,13 @@ namespace {
 
 int64_t align64(int64_t v) { return checked_add(v, 63, "workspace bytes") / 64 * 64; }
 
+// The head count whose split defines the head chunks (plan/head_chunks.h): the largest split_heads of the tensors.
+int64_t chunk_basis(const ExchangeSpec& spec) {
+  int64_t most = 0;
+  for (const int64_t h : spec.split_heads) most = std::max(most, h);
+  return most;
+}
+
 }  // namespace
 
 void ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direction, CallGeometry& c) const {
@@ -121,7 +128,8 @@ void ExchangePlan::call(int64_t tokens, HeadChunk chunk, Direction direction, Ca
     c.tensors[i] = at(t, tokens);
     c.tensors[i].chunk_index = chunk.index;
     c.tensors[i].chunk_count = chunk.count;
-    c.tensors[i].chunk_gather = direction == Direction::kGather ? 1 : 0;
+    c.tensors[i].chunk_flags = (c.tensors[i].chunk_flags & layout::Geometry::kChunkAtEnds) |
+                               (direction == Direction::kGather ? layout::Geometry::kChunkGather : 0);
     c.seq_bytes[i] = c.tensors[i].seq_tensor_bytes(position);
     c.head_bytes[i] = c.tensors[i].head_tensor_bytes(position);
   }
@@ -158,6 +166,7 @@ ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, in
   p.local_sequences = local_sequences;
   const int32_t k = group_size;
   const auto n = spec.num_heads.size();
+  const int64_t basis = chunk_basis(spec);
   p.workspace_base_.assign(static_cast<size_t>(k), std::vector<int64_t>(n + 1, 0));
   p.region_base_.assign(static_cast<size_t>(k), std::vector<int64_t>(n + 1, 0));
   for (size_t t = 0; t < n; ++t) {
@@ -171,6 +180,8 @@ ExchangePlan make_exchange_plan(const ExchangeSpec& spec, int32_t group_size, in
     g.split_heads = spec.split_heads[t];
     g.head_dim = spec.head_dims[t];
     g.elem = spec.elem_size;
+    // Head chunks (plan/head_chunks.h): a query-like tensor below the basis moves all its heads at the ends.
+    if (g.split_heads == g.heads && g.split_heads < basis) g.chunk_flags = layout::Geometry::kChunkAtEnds;
     // Every product the index math forms must fit: the largest are the tensors' byte sizes, over every position.
     const int64_t row_bytes = checked_mul(checked_mul(g.heads, g.head_dim, "heads * head_dim"), g.elem, "row bytes");
     const int64_t rows = checked_mul(g.b_loc, g.seq_len, "local sequences * tokens");

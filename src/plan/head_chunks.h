@@ -6,15 +6,22 @@
 // query-like tensor): position j's split heads [a_j, a_j + n_j) cut into C contiguous ranges by tensor_split's rule
 // (common/split.h),
 //     chunk c of position j = [a_j + split_begin(n_j, C, c), a_j + split_begin(n_j, C, c + 1)).
-// C is at most the split heads of the busiest position, over the plan's tensors (max_head_chunks); a position with
-// fewer split heads than C has empty chunks, the last ones, which still take part: they move nothing.
+// The plan's chunk basis is the largest split_heads over its tensors (Hq for an attention plan whose key/value
+// tensors carry query_heads): the query heads the chunks stand for. C is at most the busiest position's split heads
+// of it, ceil(basis / K) (max_head_chunks); a position with fewer split heads than C has empty chunks, the last
+// ones, which still take part: they move nothing.
 //
 // What a chunk moves, per tensor and position j (the position on the head-sharded side):
-//   - a query-like tensor: chunk c's heads of j, in both directions;
+//   - a query-like tensor (split_heads == heads) of the basis' head count: chunk c's heads of j, in both directions;
 //   - a key/value tensor (ratio r = split_heads / heads; its head h is read by query heads [h*r, (h+1)*r)): a head
 //     j holds moves to j in the scatter with the FIRST chunk of j whose query heads read it, and comes back from j
 //     in the gather with the LAST one (j's own contribution, summed at its destination as a whole gather sums the
-//     contributions of a head's holders).
+//     contributions of a head's holders);
+//   - a query-like tensor with fewer heads than the basis (say K and V planned with query_heads 0 where Hkv < Hq):
+//     which query heads read its heads is unknown here, so every head of j moves in the scatter's FIRST chunk (0)
+//     and the gather's LAST (C - 1), none in the others (layout::Geometry::kChunkAtEnds, set by the plan). Right
+//     for any reader, but such a tensor does not overlap attention: to pipeline K and V, plan them with
+//     query_heads = Hq.
 // So for every chunk c and position j: every head chunk c of j reads has arrived by the end of scatter chunk c; a
 // head j sends in gather chunk c is read by no later chunk of j (its gradient on j is complete once attention on
 // chunk c is); over the C chunks every (tensor, head, holder) moves exactly once per direction, and the chunks'
@@ -39,7 +46,7 @@ namespace basp::plan {
 // Heads [begin, end) of one tensor, in its own numbering (0..num_heads-1; query heads for split_heads()).
 using HeadSpan = layout::HeadSpan;
 
-// The most head chunks the plan takes: the split heads of its busiest position, the largest over its tensors
+// The most head chunks the plan takes: the busiest position's split heads of the chunk basis, ceil(basis / K)
 // (ceil(Hq / K) for an attention plan whose tensors follow Hq query heads).
 int32_t max_head_chunks(const ExchangePlan& plan);
 
@@ -47,7 +54,8 @@ int32_t max_head_chunks(const ExchangePlan& plan);
 // index outside 0..count-1.
 void check_head_chunk(const ExchangePlan& plan, HeadChunk chunk);
 
-// Tensor t's split heads of position j in `chunk` (query heads for a key/value tensor).
+// Tensor t's split heads of position j in `chunk` (query heads for a key/value tensor): the range the rule cuts,
+// which a query-like tensor below the basis does not follow (chunk_heads says what it moves).
 HeadSpan chunk_split_heads(const ExchangePlan& plan, int32_t t, int32_t j, HeadChunk chunk);
 
 // Tensor t's heads that `chunk` moves to position j in a scatter, or from position j in a gather (each sequence

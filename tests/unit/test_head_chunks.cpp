@@ -1,6 +1,7 @@
 // Head chunks (plan/head_chunks.h) against a reference written here from the definition, head by head: every shape of
-// K in 1..5, Hq in 1..12, Hkv dividing Hq (Hkv < K replicates key/value heads) and C in 1..max; the bytes against
-// the whole exchange's (layout::Geometry, CallGeometry); the errors; then the chunk count's choice
+// K in 1..5, Hq in 1..12, Hkv dividing Hq (Hkv < K replicates key/value heads), K/V planned with query_heads or
+// query-like (then below the chunk basis where Hkv < Hq, whether K divides Hkv or not) and C in 1..max; the bytes
+// against the whole exchange's (layout::Geometry, CallGeometry); the errors; then the chunk count's choice
 // (plan/head_chunk_choice.h) against times worked out by hand; an execute's geometry of a chunk (ExchangePlan::call),
 // whose pieces of the workspaces tile the whole exchange's.
 #include <catch2/catch.hpp>
@@ -31,8 +32,9 @@ std::vector<int64_t> bounds(int64_t items, int64_t parts) {
 }
 
 // Q of Hq heads (head size 6), K and V of Hkv heads serving them (head sizes 6 and 4), BF16, BSHD, S = 7 and
-// b_loc = 2: uneven tokens and two head sizes.
-ExchangePlan qkv_plan(int32_t k, int32_t position, int64_t hq, int64_t hkv) {
+// b_loc = 2: uneven tokens and two head sizes. K and V are planned with query_heads = Hq, or query-like when
+// `query_like` (as a caller may where K divides Hkv) or Hkv == Hq.
+ExchangePlan qkv_plan(int32_t k, int32_t position, int64_t hq, int64_t hkv, bool query_like = false) {
   basp_plan_desc_v1 d = BASP_PLAN_DESC_INITIALIZER;
   d.layout = BASP_LAYOUT_BSHD;
   d.dtype = BASP_DTYPE_BF16;
@@ -40,19 +42,28 @@ ExchangePlan qkv_plan(int32_t k, int32_t position, int64_t hq, int64_t hkv) {
   d.num_tensors = 3;
   d.num_heads[0] = hq;
   d.num_heads[1] = d.num_heads[2] = hkv;
-  d.query_heads[1] = d.query_heads[2] = hkv == hq ? 0 : hq;
+  d.query_heads[1] = d.query_heads[2] = hkv == hq || query_like ? 0 : hq;
   d.head_dims[0] = d.head_dims[1] = 6;
   d.head_dims[2] = 4;
   return basp::plan::make_exchange_plan(basp::plan::validate_spec(d), k, position, 2);
 }
 
-// The reference of one tensor in one shape, from the definition: which chunks of holder j read head h.
+// The reference of one tensor in one shape, from the definition: which chunks of holder j read head h. `at_ends`:
+// a query-like tensor with fewer heads than the plan's chunk basis (its largest split heads), whose heads all move
+// in scatter chunk 0 and gather chunk C - 1.
 struct Reference {
   int64_t k, heads, split, ratio, count;
+  bool at_ends;
   std::vector<int64_t> q;  // position j's split heads [q[j], q[j + 1])
 
-  Reference(int64_t k_, int64_t heads_, int64_t split_, int64_t count_)
-      : k(k_), heads(heads_), split(split_), ratio(split_ / heads_), count(count_), q(bounds(split_, k_)) {}
+  Reference(int64_t k_, int64_t heads_, int64_t split_, int64_t count_, int64_t basis)
+      : k(k_),
+        heads(heads_),
+        split(split_),
+        ratio(split_ / heads_),
+        count(count_),
+        at_ends(split_ == heads_ && split_ < basis),
+        q(bounds(split_, k_)) {}
 
   // Position j's split heads in chunk c.
   std::pair<int64_t, int64_t> split_heads(int64_t j, int64_t c) const {
@@ -76,6 +87,11 @@ struct Reference {
   // The heads chunk c moves to (scatter) or from (gather) position j.
   std::set<int64_t> moved(int64_t j, int64_t c, Direction d) const {
     std::set<int64_t> out;
+    if (at_ends) {
+      if (c == (d == Direction::kScatter ? 0 : count - 1))
+        for (int64_t h = q[j]; h < q[j + 1]; ++h) out.insert(h);
+      return out;
+    }
     for (int64_t h = 0; h < heads; ++h) {
       const auto r = readers(j, h);
       if (!r.empty() && (d == Direction::kScatter ? r.front() : r.back()) == c) out.insert(h);
@@ -92,12 +108,18 @@ std::set<int64_t> as_set(const HeadSpan& s) {
 
 const Direction kDirections[] = {Direction::kScatter, Direction::kGather};
 
+// The plan's chunk basis: the largest split heads of its tensors (here Hq, tensor 0's).
+int64_t basis_of(const ExchangePlan& p) { return p.tensors[0].heads; }
+
 // Chunk c of position j: its split heads, and the heads it moves each way, as the reference says; every head each
-// holder holds moves exactly once per direction; attention on chunk c reads only heads that arrived by scatter
-// chunk c, and gather chunk c sends only heads that no later chunk reads.
+// holder holds moves exactly once per direction; attention on chunk c (its query heads: chunk c of the Hq query
+// heads' split, query head x reading head x / (Hq / H)) reads only heads that arrived by scatter chunk c, and gather
+// chunk c sends only heads that no later chunk reads.
 void check_heads(const ExchangePlan& p, int32_t t, int32_t count) {
   const auto& g = p.tensors[static_cast<size_t>(t)];
-  const Reference ref(g.k, g.heads, g.split_heads, count);
+  const Reference ref(g.k, g.heads, g.split_heads, count, basis_of(p));
+  const Reference queries(g.k, basis_of(p), basis_of(p), count, basis_of(p));
+  const int64_t reads = basis_of(p) / g.heads;  // query heads per head of this tensor
   for (int32_t j = 0; j < p.group_size; ++j) {
     // By head, the chunks that move it to j (scatter) and from j (gather), as the code says.
     std::vector<std::vector<int32_t>> arrive(static_cast<size_t>(g.heads)), leave(static_cast<size_t>(g.heads));
@@ -112,7 +134,7 @@ void check_heads(const ExchangePlan& p, int32_t t, int32_t count) {
       for (const Direction d : kDirections) {
         const auto got = as_set(basp::plan::chunk_heads(p, t, j, {c, count}, d));
         REQUIRE(got == ref.moved(j, c, d));
-        if (s.empty()) REQUIRE(got.empty());
+        if (s.empty() && !ref.at_ends) REQUIRE(got.empty());
         for (const int64_t h : got) (d == Direction::kScatter ? arrive : leave)[static_cast<size_t>(h)].push_back(c);
       }
     }
@@ -124,9 +146,14 @@ void check_heads(const ExchangePlan& p, int32_t t, int32_t count) {
       REQUIRE(leave[static_cast<size_t>(h)].size() == want);
     }
     for (int32_t c = 0; c < count; ++c) {
-      const auto s = ref.split_heads(j, c);
+      const auto s = queries.split_heads(j, c);
       for (int64_t x = s.first; x < s.second; ++x) {
-        const auto h = static_cast<size_t>(x / ref.ratio);
+        const auto h = static_cast<size_t>(x / reads);
+        // A query-like tensor that K does not split as the query heads: j may not hold what its queries read.
+        if (static_cast<int64_t>(h) < g.head_begin(j) || static_cast<int64_t>(h) >= g.head_end(j)) {
+          REQUIRE(ref.split == ref.heads);
+          continue;
+        }
         INFO("tensor " << t << " position " << j << " chunk " << c << " query head " << x);
         REQUIRE(arrive[h].size() == 1);
         REQUIRE(arrive[h][0] <= c);
@@ -144,7 +171,8 @@ void check_bytes(const ExchangePlan& p, int32_t count, int64_t tokens) {
   const int32_t k = p.group_size;
   const auto tok = bounds(tokens, k);
   for (int32_t me = 0; me < k; ++me) {
-    const auto mine = qkv_plan(k, me, p.tensors[0].split_heads, p.tensors[1].heads);
+    const auto mine =
+        qkv_plan(k, me, p.tensors[0].split_heads, p.tensors[1].heads, p.tensors[1].split_heads == p.tensors[1].heads);
     const auto call = mine.call(tokens);
     int64_t sent = 0;  // this rank's scatter to its peers at capacity, over the chunks
     for (int32_t t = 0; t < p.num_tensors(); ++t) {
@@ -184,7 +212,7 @@ void check_bytes(const ExchangePlan& p, int32_t count, int64_t tokens) {
           int64_t sum = 0;
           for (int32_t t = 0; t < p.num_tensors(); ++t) {
             const auto& g = p.tensors[static_cast<size_t>(t)];
-            const Reference ref(k, g.heads, g.split_heads, count);
+            const Reference ref(k, g.heads, g.split_heads, count, basis_of(p));
             const auto n = static_cast<int64_t>(ref.moved(h, c, d).size());
             const int64_t want = 2 * (tok[s + 1] - tok[s]) * n * g.head_dim * 2;
             REQUIRE(basp::plan::chunk_bytes(p, tokens, t, {c, count}, d, from, to) == want);
@@ -198,40 +226,48 @@ void check_bytes(const ExchangePlan& p, int32_t count, int64_t tokens) {
   }
 }
 
-}  // namespace
-
-TEST_CASE("head chunks partition every exchange head by head", "[plan][chunks]") {
+// Every shape of K in 1..5, Hq in 1..12, Hkv dividing Hq, K/V with query_heads or (Hkv < Hq) query-like:
+// f(k, hq, hkv, query_like).
+template <typename F>
+void each_shape(F&& f) {
   for (int32_t k = 1; k <= 5; ++k) {
     for (int64_t hq = 1; hq <= 12; ++hq) {
       for (int64_t hkv = 1; hkv <= hq; ++hkv) {
         if (hq % hkv != 0) continue;
-        const auto p = qkv_plan(k, 0, hq, hkv);
-        const int64_t busiest = bounds(hq, k)[1];
-        REQUIRE(basp::plan::max_head_chunks(p) == busiest);
-        for (int32_t count = 1; count <= busiest; ++count) {
-          INFO("K " << k << " Hq " << hq << " Hkv " << hkv << " C " << count);
-          for (int32_t t = 0; t < 3; ++t) check_heads(p, t, count);
+        for (const bool query_like : {false, true}) {
+          if (query_like && hkv == hq) continue;  // the same plan
+          INFO("K " << k << " Hq " << hq << " Hkv " << hkv << (query_like ? " query-like" : ""));
+          f(k, hq, hkv, query_like);
         }
       }
     }
   }
 }
 
+}  // namespace
+
+TEST_CASE("head chunks partition every exchange head by head", "[plan][chunks]") {
+  each_shape([](int32_t k, int64_t hq, int64_t hkv, bool query_like) {
+    const auto p = qkv_plan(k, 0, hq, hkv, query_like);
+    const int64_t busiest = bounds(hq, k)[1];
+    REQUIRE(basp::plan::max_head_chunks(p) == busiest);
+    for (int32_t count = 1; count <= busiest; ++count) {
+      INFO("C " << count);
+      for (int32_t t = 0; t < 3; ++t) check_heads(p, t, count);
+    }
+  });
+}
+
 TEST_CASE("head chunks' bytes add up to the whole exchange", "[plan][chunks]") {
-  for (int32_t k = 1; k <= 5; ++k) {
-    for (int64_t hq = 1; hq <= 12; ++hq) {
-      for (int64_t hkv = 1; hkv <= hq; ++hkv) {
-        if (hq % hkv != 0) continue;
-        const auto p = qkv_plan(k, 0, hq, hkv);
-        for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
-          for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
-            INFO("K " << k << " Hq " << hq << " Hkv " << hkv << " C " << count << " tokens " << tokens);
-            check_bytes(p, count, tokens);
-          }
-        }
+  each_shape([](int32_t k, int64_t hq, int64_t hkv, bool query_like) {
+    const auto p = qkv_plan(k, 0, hq, hkv, query_like);
+    for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
+      for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
+        INFO("C " << count << " tokens " << tokens);
+        check_bytes(p, count, tokens);
       }
     }
-  }
+  });
 }
 
 namespace {
@@ -326,6 +362,43 @@ TEST_CASE("a key/value head moves with its first reader and returns with its las
     CHECK(basp::plan::chunk_heads(p, 2, j, {1, 2}, Direction::kGather) == HeadSpan{0, 1});
     CHECK(basp::plan::chunk_split_heads(p, 1, j, {1, 2}) == HeadSpan{2 * j + 1, 2 * j + 2});
   }
+}
+
+TEST_CASE("a query-like tensor below the chunk basis moves all its heads at the ends", "[plan][chunks]") {
+  // K = 2, Q of 8 heads, K and V of 4 heads (r = 2), C = 4: position j's query heads 4j..4j+3 read its key/value
+  // heads 2j (chunks 0, 1) and 2j + 1 (chunks 2, 3). With query_heads = 8 each moves with its first reader and
+  // returns with its last; planned query-like, the library cannot know the readers: both move in scatter chunk 0
+  // and gather chunk 3 (chunked on their own heads, head 2j would leave in gather chunk 0, before chunk 1 reads it).
+  const auto routed = qkv_plan(2, 0, 8, 4);
+  const auto query_like = qkv_plan(2, 0, 8, 4, true);
+  REQUIRE(basp::plan::max_head_chunks(query_like) == 4);
+  for (int32_t j = 0; j < 2; ++j) {
+    for (int32_t c = 0; c < 4; ++c) {
+      INFO("position " << j << " chunk " << c);
+      const HeadSpan q{4 * j + c, 4 * j + c + 1};
+      const HeadSpan kv{2 * j + c / 2, 2 * j + c / 2 + 1};
+      for (const auto* p : {&routed, &query_like}) {
+        CHECK(basp::plan::chunk_split_heads(*p, 0, j, {c, 4}) == q);
+        CHECK(basp::plan::chunk_heads(*p, 0, j, {c, 4}, Direction::kScatter) == q);
+        CHECK(basp::plan::chunk_heads(*p, 0, j, {c, 4}, Direction::kGather) == q);
+      }
+      for (int32_t t = 1; t < 3; ++t) {
+        CHECK(basp::plan::chunk_heads(routed, t, j, {c, 4}, Direction::kScatter) == (c % 2 == 0 ? kv : HeadSpan{}));
+        CHECK(basp::plan::chunk_heads(routed, t, j, {c, 4}, Direction::kGather) == (c % 2 == 1 ? kv : HeadSpan{}));
+        const HeadSpan all{2 * j, 2 * j + 2};
+        CHECK(basp::plan::chunk_heads(query_like, t, j, {c, 4}, Direction::kScatter) == (c == 0 ? all : HeadSpan{}));
+        CHECK(basp::plan::chunk_heads(query_like, t, j, {c, 4}, Direction::kGather) == (c == 3 ? all : HeadSpan{}));
+      }
+    }
+  }
+  // The smallest case: K = 1, Q of 2 heads, one query-like key/value head, C = 2: it returns in gather chunk 1.
+  const auto one = qkv_plan(1, 0, 2, 1, true);
+  CHECK(basp::plan::chunk_heads(one, 1, 0, {0, 2}, Direction::kGather).empty());
+  CHECK(basp::plan::chunk_heads(one, 1, 0, {1, 2}, Direction::kGather) == HeadSpan{0, 1});
+  CHECK(basp::plan::chunk_heads(one, 2, 0, {0, 2}, Direction::kScatter) == HeadSpan{0, 1});
+  CHECK(basp::plan::chunk_heads(one, 2, 0, {1, 2}, Direction::kScatter).empty());
+  // The whole exchange moves every head, whatever the rule.
+  CHECK(query_like.call(7).at(1).moved(1) == HeadSpan{2, 4});
 }
 
 namespace {
@@ -515,25 +588,20 @@ void check_call(const ExchangePlan& p, int32_t count, Direction direction, int64
 }  // namespace
 
 TEST_CASE("an execute of a head chunk moves its heads in its own pieces of the workspaces", "[plan][chunks]") {
-  for (int32_t k = 1; k <= 5; ++k) {
-    for (int64_t hq = 1; hq <= 12; ++hq) {
-      for (int64_t hkv = 1; hkv <= hq; ++hkv) {
-        if (hq % hkv != 0) continue;
-        for (int32_t position = 0; position < k; ++position) {
-          const auto p = qkv_plan(k, position, hq, hkv);
-          for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
-            for (const Direction d : {Direction::kScatter, Direction::kGather}) {
-              for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
-                INFO("K " << k << " position " << position << " Hq " << hq << " Hkv " << hkv << " C " << count
-                          << " tokens " << tokens << (d == Direction::kScatter ? " scatter" : " gather"));
-                check_call(p, count, d, tokens);
-              }
-            }
+  each_shape([](int32_t k, int64_t hq, int64_t hkv, bool query_like) {
+    for (int32_t position = 0; position < k; ++position) {
+      const auto p = qkv_plan(k, position, hq, hkv, query_like);
+      for (int32_t count = 1; count <= basp::plan::max_head_chunks(p); ++count) {
+        for (const Direction d : {Direction::kScatter, Direction::kGather}) {
+          for (const int64_t tokens : {int64_t{5}, p.capacity()}) {
+            INFO("position " << position << " C " << count << " tokens " << tokens
+                             << (d == Direction::kScatter ? " scatter" : " gather"));
+            check_call(p, count, d, tokens);
           }
         }
       }
     }
-  }
+  });
   const auto p = qkv_plan(3, 1, 8, 2);
   require_invalid([&] { p.call(7, {0, 4}, Direction::kScatter); }, "head chunk count (4) is above the plan's maximum");
   require_invalid([&] { p.call(7, {3, 3}, Direction::kGather); }, "head chunk index (3) is outside 0..2");
