@@ -1,7 +1,9 @@
 // Head chunks executed on the MPI backend (src/plan/head_chunks.h, runtime::Plan::execute with a chunk): for
 // C in 1, 2, 3 and the plan's maximum, every chunk of a scatter executed in order leaves the head-sharded outputs
 // bit for bit as the whole scatter does, and every chunk of a gather the sequence-sharded outputs as the whole
-// gather does; every output poisoned first, inputs a function of global coordinates (tests/common/pattern.h).
+// gather does; every output poisoned first, inputs a function of global coordinates (tests/common/pattern.h). Then
+// as a pipelined layer runs them: after scatter chunk c the heads attention on chunk c reads are in place, and a
+// gather whose inputs are written head by head, each before the chunk of its last reader, ends as the whole one.
 // Shapes: uneven heads and tokens, GQA with and without replicated KV heads (FP32, summed in the gather over
 // chunks that differ per holder, MQA with four holders), K/V planned query-like with fewer heads than Q (moved
 // whole in the first scatter chunk and the last gather chunk), per-tensor head sizes, several sequences (BSHD, SBHD),
@@ -185,6 +187,86 @@ bool all_chunks(const Run& r, Direction direction, int32_t count, const std::vec
   return true;
 }
 
+// The chunks of this position whose attention reads head h of a tensor of geometry g, as {first, last} ({count, -1}:
+// none): attention on chunk c takes this position's query heads in chunk c (of tensor 0's hq heads, the plan's
+// chunk basis in every shape here), query head x reading head x / (hq / H).
+std::pair<int32_t, int32_t> readers(const basp::layout::Geometry& g, int64_t hq, int32_t count, int64_t h) {
+  const int64_t a = split_begin(hq, g.k, g.me);
+  const int64_t n = split_begin(hq, g.k, g.me + 1) - a;
+  std::pair<int32_t, int32_t> out{count, -1};
+  for (int32_t c = 0; c < count; ++c) {
+    for (int64_t q = a + split_begin(n, count, c); q < a + split_begin(n, count, c + 1); ++q) {
+      if (q / (hq / g.heads) != h) continue;
+      out.first = std::min(out.first, c);
+      out.second = std::max(out.second, c);
+    }
+  }
+  return out;
+}
+
+// Head h's bytes in every row of this position's head-sharded tensor of geometry g: copied from `from` into `to`, or
+// (to == nullptr) whether `a` and `from` hold the same.
+bool head_columns(const basp::layout::Geometry& g, uint8_t* to, const uint8_t* a, const uint8_t* from, int64_t h) {
+  const int64_t row = g.head_row_bytes(g.me);
+  const int64_t at = (h - g.head_begin(g.me)) * g.dim_bytes();
+  const auto width = static_cast<size_t>(g.dim_bytes());
+  for (int64_t i = 0; i < g.b_loc * g.seq_len; ++i) {
+    if (to) {
+      std::memcpy(to + i * row + at, from + i * row + at, width);
+    } else if (std::memcmp(a + i * row + at, from + i * row + at, width) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The chunks as a pipelined layer runs them, attention on chunk c between scatter chunk c and gather chunk c: after
+// scatter chunk c every head attention on chunk c reads holds the whole scatter's bytes; the gather's inputs start
+// poisoned, a head's set only before the gather chunk of its last reader (or before chunk 0 where no chunk reads
+// it), and the gather still ends as the whole gather.
+void pipelined(const Run& r, const Shape& s, const basp::plan::ExchangePlan& x, const Tensors& data, int32_t count,
+               const std::vector<Bytes>& whole_head, const std::vector<Bytes>* gather_in,
+               const std::vector<Bytes>& whole_back) {
+  const int64_t hq = s.heads[0];
+  const HeadTensors head(r.comm, data.head_bytes, 0x5A, r.shared);
+  for (int32_t c = 0; c < count; ++c) {
+    INFO("pipelined scatter chunk " << c << " of " << count);
+    REQUIRE(execute(r.plan, Direction::kScatter, r.tokens, {c, count}, reading(data.seq), head.ptr, nullptr) ==
+            BASP_SUCCESS);
+    for (int32_t t = 0; t < x.num_tensors(); ++t) {
+      const basp::layout::Geometry g = x.at(t, s.tokens);
+      for (int64_t h = g.head_begin(g.me); h < g.head_end(g.me); ++h) {
+        INFO("tensor " << t << " head " << h);
+        if (readers(g, hq, count, h).first <= c)
+          CHECK(head_columns(g, nullptr, static_cast<const uint8_t*>(head.ptr[static_cast<size_t>(t)]),
+                             whole_head[static_cast<size_t>(t)].data(), h));
+      }
+    }
+  }
+  if (!gather_in) return;
+  const HeadTensors in(r.comm, data.head_bytes, kPoison, r.shared);
+  auto ready = [&](int32_t c) {  // the inputs of the heads whose last reader is chunk c
+    for (int32_t t = 0; t < x.num_tensors(); ++t) {
+      const basp::layout::Geometry g = x.at(t, s.tokens);
+      for (int64_t h = g.head_begin(g.me); h < g.head_end(g.me); ++h) {
+        if (readers(g, hq, count, h).second == c)
+          head_columns(g, static_cast<uint8_t*>(in.ptr[static_cast<size_t>(t)]), nullptr,
+                       (*gather_in)[static_cast<size_t>(t)].data(), h);
+      }
+    }
+  };
+  std::vector<Bytes> back;
+  for (const Bytes& b : whole_back) back.emplace_back(b.size(), 0x5A);
+  ready(-1);
+  for (int32_t c = 0; c < count; ++c) {
+    INFO("pipelined gather chunk " << c << " of " << count);
+    ready(c);
+    REQUIRE(execute(r.plan, Direction::kGather, r.tokens, {c, count}, in.reading(), writing(back), nullptr) ==
+            BASP_SUCCESS);
+  }
+  CHECK(back == whole_back);
+}
+
 void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) {
   INFO("shape " << s.name << ", path " << path);
   const basp_plan_desc_t d = desc_of(s);
@@ -244,6 +326,8 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
       if (!all_chunks(r, Direction::kGather, count, gather_in.reading(), writing(back))) continue;
       CHECK(back == whole_back);
     }
+    const std::vector<Bytes> gather_inputs = gather_in.contents();
+    pipelined(r, s, x, data, count, whole_head.contents(), gather ? &gather_inputs : nullptr, whole_back);
   }
   // A chunk outside the plan's bounds: this rank's own checks, no exchange.
   std::string message;
