@@ -241,6 +241,12 @@ procs_stage() {
         done
       done
     done
+    # Multi-head latent attention (q, k of 192, v of 128 per head) in one exchange across processes.
+    for bin in basp_scatter_perf basp_gather_perf; do
+      procs_run "$bin --backend nccl -c 1 --mla" 4 "bench/$bin" "$logs/${bin}_mla_np4.log" \
+        --expect 'Out of bounds values : 0 OK' -- \
+        "${launch[@]}" 4 "$env_wrap" "bench/$bin" --backend nccl -c 1 --mla -b 64K -e 1M -f 4 -n 5 -w 1
+    done
     # The Python binding, one process per rank from torchrun (RANK), its comm from a torch.distributed group.
     local py_test="$repo/python/tests/test_torch_ranks.py"
     torchrun=(torchrun)

@@ -277,7 +277,7 @@ stage_checks() {
   local status rows
   status=$(head -1 "$work/stage.rows")
   rows=$(tail -n +2 "$work/stage.rows" | cut -f1-4)
-  same "stage result" "$status" "PASSED (15 of 21 runs; 6 skipped or not built)"
+  same "stage result" "$status" "PASSED (17 of 23 runs; 6 skipped or not built)"
   local want
   want=$(cat <<'EOF'
 test_gpu_nccl_procs	2	5	PASSED
@@ -299,6 +299,8 @@ basp_gather_perf --backend nccl -c 1	2	2 rows	PASSED
 basp_gather_perf --backend nccl -c 1	4	2 rows	PASSED
 basp_gather_perf --backend nccl -c 1 -G 2	2	2 rows	PASSED
 basp_gather_perf --backend nccl -c 1 -G 2	4	2 rows	PASSED
+basp_scatter_perf --backend nccl -c 1 --mla	4	2 rows	PASSED
+basp_gather_perf --backend nccl -c 1 --mla	4	2 rows	PASSED
 test_torch_ranks.py (torchrun)	2	3	PASSED
 test_torch_ranks.py (torchrun)	4	3	PASSED
 EOF
@@ -307,7 +309,7 @@ EOF
   same "stage rows" "$rows" "$want"
   local n_mpirun
   n_mpirun=$(grep -c '^mpirun .* -np ' "$FAKE_CALLS")
-  same "mpirun calls (not-built binaries are not launched)" "$n_mpirun" 16
+  same "mpirun calls (not-built binaries are not launched)" "$n_mpirun" 18
   grep -q "^mpirun --oversubscribe --bind-to none -np 8 $repo/scripts/gpu/rank-env tests/gpu/test_gpu_nccl_procs\$" \
     "$FAKE_CALLS" || fail "the N = 8 call: $(grep -- '-np 8' "$FAKE_CALLS")"
   grep -q "^mpirun --oversubscribe --bind-to none -np 4 $repo/scripts/gpu/rank-env bench/basp_gather_perf --backend nccl -c 1 -G 2 -b 64K -e 1M " \
@@ -325,7 +327,7 @@ EOF
     printf '%s\n' "$PROCS_STATUS" "${PROCS_ROWS[@]}" >"$work/stage.rows"
   )
   same "stage result with wrong elements" "$(head -1 "$work/stage.rows")" \
-    "FAILED (8 of 21 runs failed; 5 passed, 8 skipped or not built)"
+    "FAILED (10 of 23 runs failed; 5 passed, 8 skipped or not built)"
   same "a perf row with wrong elements" "$(grep -m1 '^basp_scatter_perf' "$work/stage.rows" | cut -f1-4)" \
     "basp_scatter_perf --backend nccl -c 1	2	2 rows	FAILED (exit 1)"
   same "torchrun's ranks all skipped" "$(grep -m1 '^test_torch_ranks' "$work/stage.rows" | cut -f1-4)" \
