@@ -1,5 +1,6 @@
 #include "layout/host_copy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -240,23 +241,18 @@ int64_t last_reader(const Geometry& g, int64_t q, int64_t h) {
 // lie at seq_rows * moved_skip_bytes from the whole exchange's, ExchangePlan::workspace_offset).
 struct Contribution {
   const std::byte* base = nullptr;  // row 0's element 0 of head h
-  int64_t stride = 0;               // bytes from one row to the next
-  bool tensor = false;
-  int64_t tb = 0, tc = 0;
+  int64_t stride = 0;               // packed: bytes from one row to the next
+  int64_t holder = -1;              // >= 0: in this holder's head-sharded tensor, rows as Geometry::head_row_offset
   const std::byte* row(const Geometry& g, int64_t r) const {
-    if (!tensor) return base + r * stride;
-    return base + (g.token_major() ? tb * g.b_loc + r : (r / tc) * g.seq_len + tb + r % tc) * stride;
+    return holder >= 0 ? base + g.head_row_offset(holder, g.me, r) : base + r * stride;
   }
 };
 
 Contribution contribution(const Geometry& g, const RowPlace& place, int64_t q, int64_t h) {
   Contribution c;
-  c.tensor = place.tensor;
-  c.tb = g.tok_begin(g.me);
-  c.tc = g.tok_count(g.me);
   if (place.tensor) {
     c.base = place.base + (h - g.head_begin(q)) * g.dim_bytes();
-    c.stride = g.head_row_bytes(q);
+    c.holder = q;
     return c;
   }
   const Geometry sent = g.chunk(static_cast<int32_t>(last_reader(g, q, h)), g.chunk_count, true);
@@ -276,7 +272,7 @@ void sum_chunk_heads(const Geometry& g, const RowPlace* places, std::byte* seq, 
     const int64_t last = g.last_holder(h);
     if (first == last) continue;
     int64_t done = 0;  // the chunk of its last contribution
-    for (int64_t q = first; q <= last; ++q) done = done > last_reader(g, q, h) ? done : last_reader(g, q, h);
+    for (int64_t q = first; q <= last; ++q) done = std::max(done, last_reader(g, q, h));
     if (done != g.chunk_index) continue;
     const auto n = static_cast<int32_t>(last - first + 1);
     if (n > kMaxHolders) {  // one contribution at a time, as the whole gather
