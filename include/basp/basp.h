@@ -408,7 +408,7 @@ typedef struct basp_plan_info_v1 {
   int64_t token_end;
   int64_t token_capacity; /* THD: the plan's capacity; 0 otherwise */
   int32_t replicated;     /* 1 when some head is held by several ranks of the group: basp_gather sums it */
-  int32_t reserved2;
+  int32_t max_head_chunks; /* since 0.6 (0 before): the most head chunks its exchanges take (basp_scatter_start) */
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
 
@@ -464,6 +464,48 @@ BASP_API basp_status_t basp_gather_tokens(basp_plan_t plan, int64_t num_tokens, 
  * BASP_ERROR_MISMATCH naming the fingerprints; on the NCCL backend it is compared only with BASP_CHECK_TOKENS=1 (see
  * basp_scatter_tokens). NULL with num_docs == 0 forgets them. Threads: as basp_scatter. */
 BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* cu_seqlens, int32_t num_docs);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Split-phase exchanges by head chunks (since 0.6, docs/overlap.md)
+ *
+ * A scatter or gather cut into `num_chunks` pieces along each rank's query heads (docs/design.md, "Head chunks"),
+ * each started, tested and waited for on its own, so that attention on one chunk runs while the neighbouring
+ * chunks move: scatter chunk c + 1 and gather chunk c - 1 beside attention on chunk c. Chunk c of C holds query
+ * heads [split_begin + basp_split(n, C, c).begin, ...) of each rank's n = split_end - split_begin (basp_plan_info_t);
+ * a key/value head moves with the first chunk whose query heads read it (scatter) and comes back, summed over its
+ * holders, with the last (gather). Over the C chunks the outputs are bit-identical to the one-call exchange.
+ *  - 1 <= num_chunks <= basp_plan_info_t.max_head_chunks, 0 <= chunk < num_chunks; a rank with fewer query heads
+ *    than C has empty chunks, which still take part. num_tokens as basp_scatter_tokens (-1: the plan's).
+ *  - Every rank of the group starts the same chunks of the same plans in the same order (the exchanges run in that
+ *    order); on the MPI backend a rank that starts another chunk, plan or direction than its peers gets
+ *    BASP_ERROR_MISMATCH naming both sides. Chunks of one plan and direction in flight together take the same
+ *    num_chunks (a round); each started chunk is waited for (basp_scatter_wait) before it is started again.
+ *  - The buffers of a started chunk are the library's until its wait returns: the chunk reads its inputs' and
+ *    writes its outputs' rows of its heads only, so attention may read the heads of chunks already waited for
+ *    and write the gather inputs of chunks not yet started.
+ *  - Refused with BASP_ERROR_INVALID_ARGUMENT naming the value: a chunk or count out of range, a count other than
+ *    the round's, a second start of a chunk in flight, a chunk started earlier and never waited for (reported at
+ *    its next start, which then goes on, or at the next one-call execute), a one-call basp_scatter/basp_gather of a
+ *    plan with chunks in flight; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
+ *    the chunks of its gather (the gather's earlier contributions wait in the plan's workspace: take two plans).
+ *  - MPI backend: start returns at once; the comm's progress thread (started at the first start) runs the
+ *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first
+ *    start returns BASP_ERROR_UNSUPPORTED naming the level MPI provides). Once chunks are in flight, a one-call
+ *    execute of another plan of the comm runs on that thread too, after them, and returns when it is done.
+ *    NCCL backend: BASP_ERROR_UNSUPPORTED for now.
+ * basp_*_test sets *done to 1 once the chunk is complete (its error, if any, is then returned by its wait), else
+ * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again).
+ * basp_plan_destroy with chunks in flight waits for them up to the comm's timeout, then returns
+ * BASP_ERROR_TIMEOUT (the plan's memory is released once they end). Threads: as basp_scatter (one thread at a
+ * time per plan; start, test and wait of one plan from that thread). */
+BASP_API basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
+                                          const void* const* inputs, void* const* outputs, void* stream);
+BASP_API basp_status_t basp_gather_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
+                                         const void* const* inputs, void* const* outputs, void* stream);
+BASP_API basp_status_t basp_scatter_test(basp_plan_t plan, int32_t chunk, int32_t* done);
+BASP_API basp_status_t basp_gather_test(basp_plan_t plan, int32_t chunk, int32_t* done);
+BASP_API basp_status_t basp_scatter_wait(basp_plan_t plan, int32_t chunk);
+BASP_API basp_status_t basp_gather_wait(basp_plan_t plan, int32_t chunk);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Batch plans: groups of any size per micro-batch over one comm (since 0.5, docs/batch.md)

@@ -246,7 +246,7 @@ class PlanInfoStruct(_Versioned):
         ("token_end", ctypes.c_int64),
         ("token_capacity", ctypes.c_int64),
         ("replicated", ctypes.c_int32),
-        ("reserved2", ctypes.c_int32),
+        ("max_head_chunks", ctypes.c_int32),
     ]
     _magic = PLAN_INFO_MAGIC
     _version = PLAN_INFO_VERSION

@@ -124,7 +124,7 @@ int main(void) {
   FIELD(basp_plan_info_v1, token_end, ",");
   FIELD(basp_plan_info_v1, token_capacity, ",");
   FIELD(basp_plan_info_v1, replicated, ",");
-  FIELD(basp_plan_info_v1, reserved2, "");
+  FIELD(basp_plan_info_v1, max_head_chunks, "");
   STRUCT_END();
 
   /* Function pointers: offset and size here, NULL in the initializer's bytes, prototypes below. */

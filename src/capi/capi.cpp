@@ -203,8 +203,10 @@ basp_status_t basp_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, b
 basp_status_t basp_plan_destroy(basp_plan_t plan) {
   return guarded(__func__, [&] {
     if (plan == nullptr) return;
+    const auto impl = basp::capi::plan_ref(plan, "plan");
     basp::capi::unregister_plan(plan, "plan");
     delete plan;
+    impl->drain();  // chunks in flight keep the plan alive until they have run
   });
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/consistency.h"
 #include "runtime/health.h"
 #include "runtime/options.h"
+#include "runtime/progress.h"
 #include "topology/rank_locality.h"
 #include "transport/transport.h"
 
@@ -81,6 +82,8 @@ class Comm {
   // The comm's cost model: the default until calibrated or imported. Any thread.
   plan::CostModel cost_model() const;
   void set_cost_model(const plan::CostModel& model);
+  // The comm's progress thread (runtime/progress.h): split-phase chunks, and every execute while they are in flight.
+  Progress& progress() { return progress_; }
 
  private:
   plan::GroupLayout layout_;
@@ -93,6 +96,7 @@ class Comm {
   plan::PlacementInput machine_;
   mutable std::mutex model_mutex_;
   plan::CostModel model_ = plan::default_cost_model();
+  Progress progress_;  // last: its thread ends before the transport goes
 };
 
 // Options -> the validated group layout for `world_size` ranks (placement applied). `locality` holds every rank's

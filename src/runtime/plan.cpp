@@ -12,6 +12,7 @@
 #include "common/status_name.h"
 #include "layout/sum_rows.h"
 #include "plan/dtype.h"
+#include "plan/head_chunks.h"
 #include "runtime/pointer_check.h"
 
 namespace basp::runtime {
@@ -124,6 +125,12 @@ int64_t Plan::call_tokens(Direction direction, int64_t tokens) const {
   return spec.seq_len;
 }
 
+void Plan::check_documents(Direction direction, int64_t call) const {
+  BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, direction_name(direction), ": num_tokens (", call,
+                 ") is not the stream's length in the document boundaries set (", documents_tokens_,
+                 "): call basp_plan_set_documents for this step's documents");
+}
+
 void Plan::set_documents(const int64_t* cu_seqlens, int32_t num_docs) {
   check_usable();
   BASP_CHECK_ARG(exchange_.spec.thd(), "the plan's layout (", exchange_.spec.layout,
@@ -230,16 +237,15 @@ void Plan::execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, c
   plan::CallGeometry geometry;  // derived once, for the checks and the transport
   try {
     call = call_tokens(direction, tokens);
-    BASP_CHECK_ARG(documents_tokens_ < 0 || call == documents_tokens_, op, ": num_tokens (", call,
-                   ") is not the stream's length in the document boundaries set (", documents_tokens_,
-                   "): call basp_plan_set_documents for this step's documents");
+    check_documents(direction, call);
     exchange_.call(call, chunk, direction, geometry);
     check_buffers(direction, geometry, inputs, outputs, stream);
+    check_no_chunks(direction);
   } catch (const detail::Error&) {
     const std::exception_ptr own = std::current_exception();
-    comm_->collective([&] { executor_->fail(direction, call, chunk, own); });
+    in_order([&] { executor_->fail(direction, call, chunk, own); });
   }
-  comm_->collective([&] { executor_->execute(direction, geometry, inputs, outputs, stream); });
+  in_order([&] { executor_->execute(direction, geometry, inputs, outputs, stream); });
   BASP_LOG(TRACE, op, ": plan ", static_cast<const void*>(this), ", ", call, " tokens, path ",
            detail::path_name(executor_->last_path()), ", ", executor_->last_control_rounds(), " control round(s)");
 }
@@ -273,6 +279,7 @@ basp_plan_info_v1 Plan::info() const {
   out.token_capacity = x.spec.thd() ? x.spec.seq_len : 0;
   out.replicated = x.replicated ? 1 : 0;
   out.plan_path = executor_->plan_path();
+  out.max_head_chunks = plan::max_head_chunks(x);
   return out;
 }
 

@@ -13,11 +13,12 @@
 #include "common/direction.h"
 #include "plan/exchange.h"
 #include "runtime/comm.h"
+#include "runtime/progress.h"
 #include "transport/transport.h"
 
 namespace basp::runtime {
 
-class Plan {
+class Plan : public std::enable_shared_from_this<Plan> {
  public:
   // Collective over the rank's group. `desc` is NULL and `local_error` set when the caller's descriptor could not
   // be read; the rank still joins the group's consistency check (runtime/consistency.h), then throws.
@@ -47,14 +48,54 @@ class Plan {
   // chunk outside the plan's bounds is a BASP_ERROR_INVALID_ARGUMENT of this rank's checks.
   void execute(Direction direction, int64_t tokens, plan::HeadChunk chunk, const void* const* inputs,
                void* const* outputs, void* stream);
+  // Split-phase head chunks (basp_scatter_start, basp_scatter_test, basp_scatter_wait; docs/overlap.md; the
+  // definitions in plan_chunks.cpp). start checks its arguments and the round's rules on the caller's thread (a
+  // failure is told to the group, in order, as an execute's is), then queues the chunk on the comm's progress
+  // thread and returns; test says whether it has run; wait blocks until it has, frees it and rethrows its error.
+  // The plan's first start makes its chunk slots (one per chunk and direction).
+  void start(Direction direction, int32_t chunk, int32_t count, int64_t tokens, const void* const* inputs,
+             void* const* outputs, void* stream);
+  bool test(Direction direction, int32_t chunk);
+  void wait(Direction direction, int32_t chunk);
+  // basp_plan_destroy: waits for the chunks in flight up to the comm's timeout; past it, takes those not yet begun
+  // out of the queue and throws BASP_ERROR_TIMEOUT (the running one ends within its own deadline, the plan after).
+  void drain();
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
   void set_documents(const int64_t* cu_seqlens, int32_t num_docs);
   // basp_plan_query's answer.
   basp_plan_info_v1 info() const;
 
  private:
+  // A head chunk started split-phase: its exchange as the progress thread runs it.
+  class ChunkJob final : public Progress::Job {
+   public:
+    void run() override;
+    Plan* plan = nullptr;
+    Direction direction = Direction::kScatter;
+    plan::CallGeometry call;
+    std::array<const void*, BASP_MAX_TENSORS> inputs{};
+    std::array<void*, BASP_MAX_TENSORS> outputs{};
+    bool in_use = false;  // started and not yet waited for (the caller's thread only)
+  };
+  // One direction's chunks: a round is `count` chunks, open from its first start until each has been started.
+  struct ChunkRound {
+    std::vector<ChunkJob> jobs;  // by chunk index, max_head_chunks of them once the first start made them
+    int32_t count = 0;           // the open round's C (0: none open)
+    int32_t started = 0;         // chunks of the open round started so far
+    std::vector<bool> begun;     // by chunk index: started in the open round
+  };
+  ChunkRound& round(Direction direction) { return rounds_[direction == Direction::kScatter ? 0 : 1]; }
+  void check_start(Direction direction, plan::HeadChunk chunk);
+  void check_no_chunks(Direction direction);
+  ChunkJob& started_job(Direction direction, int32_t chunk);
+  // Runs `step`, an exchange or a failed-checks report, in the comm's queue order (runtime/progress.h).
+  template <typename Step>
+  void in_order(Step&& step) {
+    comm_->progress().in_order([&] { comm_->collective(step); });
+  }
   void confirm_made(const std::exception_ptr& unmade);
   int64_t call_tokens(Direction direction, int64_t tokens) const;
+  void check_documents(Direction direction, int64_t call) const;
   void check_buffers(Direction direction, const plan::CallGeometry& call, const void* const* inputs,
                      void* const* outputs, void* stream);
   void check_memory_kinds(Direction direction, const void* const* inputs, void* const* outputs);
@@ -69,7 +110,9 @@ class Plan {
   bool checked_valid_ = false;
   int64_t documents_tokens_ = -1;  // the last entry of the boundaries set, -1: none
   bool batch_ = false;
-  int64_t batch_tokens_ = -1;  // a THD batch plan's stream
+  int64_t batch_tokens_ = -1;         // a THD batch plan's stream
+  std::array<ChunkRound, 2> rounds_;  // scatter, gather
+  bool split_checked_ = false;        // the backend's split-phase support, checked at the first start
 };
 
 // The fingerprint of document boundaries cu_seqlens[0..num_docs] an executor matches (never 0: 0 is none).

@@ -59,6 +59,11 @@ class HostBuffer final : public BatchTransport::Buffer {
 
 }  // namespace
 
+void PlanExecutor::check_split_phase() const {
+  detail::fail(BASP_ERROR_UNSUPPORTED, "the ", needs().backend,
+               " backend runs no split-phase head chunks yet (basp_scatter_start, basp_gather_start)");
+}
+
 std::unique_ptr<BatchTransport::Buffer> BatchTransport::buffer(int64_t bytes) {
   return std::make_unique<HostBuffer>(bytes);
 }

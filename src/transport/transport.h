@@ -97,6 +97,9 @@ class PlanExecutor {
     (void)chunk;
     std::rethrow_exception(own);
   }
+  // Whether this executor's exchanges may run on the comm's progress thread while the caller's thread makes other
+  // calls (split-phase head chunks, runtime/progress.h); throws BASP_ERROR_UNSUPPORTED naming why not.
+  virtual void check_split_phase() const;
   // The fingerprint of the document boundaries of the executes that follow (0: none set). A backend whose exchanges
   // talk before moving data makes it part of what the group's ranks must agree on.
   virtual void set_documents(uint64_t fingerprint) { (void)fingerprint; }

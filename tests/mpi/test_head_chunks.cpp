@@ -10,6 +10,10 @@
 // THD with a per-call T; K = 1 (local) and K = N on p2p, cma, staged and shared. Ranks on different chunks of one
 // exchange are a MISMATCH naming both. The chunk entry point is internal, so this
 // program compiles the C ABI in and reaches the plan behind its handle (as tests/mpi/test_paths.cpp).
+// With --split-phase the same cases run through the C ABI's split-phase calls (basp_scatter_start, _test, _wait)
+// instead: the chunks of a round all started, tested and waited for in reverse order, and the pipelined layer
+// interleaved as a layer runs it (scatter c + 1 and gather c - 1 in flight beside attention on chunk c; a plan whose
+// gather sums held heads gathers through a second plan).
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -38,6 +42,8 @@ using basp::test::kPoison;
 using basp::test::pattern_byte;
 using basp::test::world_size;
 using Bytes = std::vector<uint8_t>;
+
+bool g_split = false;  // --split-phase: chunks through basp_scatter_start/_test/_wait
 
 int64_t split_begin(int64_t items, int64_t parts, int64_t j) {
   return j * (items / parts) + std::min<int64_t>(j, items % parts);
@@ -167,15 +173,56 @@ struct HeadTensors {
 
 struct Run {
   basp_comm_t comm;
+  basp_plan_t handle;         // the plan's handle, for the split-phase calls
+  basp_plan_t gather_handle;  // the gathers' plan in a pipelined split-phase layer (a second one when replicated)
   basp::runtime::Plan& plan;
   int64_t tokens;
   bool shared;       // head-sharded tensors in basp_mem_alloc memory
   basp_path_t path;  // the path every execute must take
 };
 
+using StartFn = basp_status_t (*)(basp_plan_t, int32_t, int32_t, int64_t, const void* const*, void* const*, void*);
+using TestFn = basp_status_t (*)(basp_plan_t, int32_t, int32_t*);
+using WaitFn = basp_status_t (*)(basp_plan_t, int32_t);
+
+basp_status_t start(basp_plan_t plan, Direction direction, int64_t tokens, HeadChunk chunk,
+                    const std::vector<const void*>& in, const std::vector<void*>& out) {
+  const StartFn fn = direction == Direction::kScatter ? &basp_scatter_start : &basp_gather_start;
+  const int64_t call = tokens == basp::runtime::Plan::kPlanTokens ? -1 : tokens;
+  return fn(plan, chunk.index, chunk.count, call, in.data(), out.data(), nullptr);
+}
+basp_status_t wait(basp_plan_t plan, Direction direction, int32_t chunk) {
+  const WaitFn fn = direction == Direction::kScatter ? &basp_scatter_wait : &basp_gather_wait;
+  const basp_status_t st = fn(plan, chunk);
+  INFO("wait " << chunk << ": " << basp_last_error());
+  return st;
+}
+
+// Split-phase: every chunk of C started in order, then each tested until done and waited for, last first; true
+// when each succeeded on the expected path.
+bool all_started(const Run& r, Direction direction, int32_t count, const std::vector<const void*>& in,
+                 const std::vector<void*>& out) {
+  for (int32_t c = 0; c < count; ++c) {
+    const basp_status_t st = start(r.handle, direction, r.tokens, {c, count}, in, out);
+    INFO("start " << c << " of " << count << ": " << basp_last_error());
+    REQUIRE(st == BASP_SUCCESS);
+  }
+  const TestFn test = direction == Direction::kScatter ? &basp_scatter_test : &basp_gather_test;
+  bool ok = true;
+  for (int32_t c = count - 1; c >= 0; --c) {
+    int32_t done = 0;
+    while (done == 0) REQUIRE(test(r.handle, c, &done) == BASP_SUCCESS);
+    ok = wait(r.handle, direction, c) == BASP_SUCCESS && ok;
+    CHECK(r.plan.executor().last_path() == r.path);
+  }
+  CHECK(ok);
+  return ok;
+}
+
 // Every chunk of C in order; true when each succeeded on the expected path.
 bool all_chunks(const Run& r, Direction direction, int32_t count, const std::vector<const void*>& in,
                 const std::vector<void*>& out) {
+  if (g_split) return all_started(r, direction, count, in, out);
   for (int32_t c = 0; c < count; ++c) {
     std::string message;
     const basp_status_t st = execute(r.plan, direction, r.tokens, {c, count}, in, out, &message);
@@ -267,6 +314,57 @@ void pipelined(const Run& r, const Shape& s, const basp::plan::ExchangePlan& x, 
   CHECK(back == whole_back);
 }
 
+// The pipelined layer split-phase, as a layer interleaves it: scatter chunk c + 1 and gather chunk c - 1 in flight
+// while "attention" on chunk c checks the heads it reads and writes the gather inputs of the heads whose last reader
+// it is; every gather chunk ends as the whole gather's.
+void pipelined_split(const Run& r, const Shape& s, const basp::plan::ExchangePlan& x, const Tensors& data,
+                     int32_t count, const std::vector<Bytes>& whole_head, const std::vector<Bytes>* gather_in,
+                     const std::vector<Bytes>& whole_back) {
+  const int64_t hq = s.heads[0];
+  const HeadTensors head(r.comm, data.head_bytes, 0x5A, r.shared);
+  const HeadTensors in(r.comm, data.head_bytes, kPoison, r.shared);
+  std::vector<Bytes> back;
+  for (const Bytes& b : whole_back) back.emplace_back(b.size(), 0x5A);
+  auto each_head = [&](auto&& f) {
+    for (int32_t t = 0; t < x.num_tensors(); ++t) {
+      const basp::layout::Geometry g = x.at(t, s.tokens);
+      for (int64_t h = g.head_begin(g.me); h < g.head_end(g.me); ++h) f(t, g, h);
+    }
+  };
+  auto ready = [&](int32_t c) {  // the gather inputs of the heads whose last reader is chunk c
+    if (!gather_in) return;
+    each_head([&](int32_t t, const basp::layout::Geometry& g, int64_t h) {
+      if (readers(g, hq, count, h).second == c)
+        head_columns(g, static_cast<uint8_t*>(in.ptr[static_cast<size_t>(t)]), nullptr,
+                     (*gather_in)[static_cast<size_t>(t)].data(), h);
+    });
+  };
+  ready(-1);
+  REQUIRE(start(r.handle, Direction::kScatter, r.tokens, {0, count}, reading(data.seq), head.ptr) == BASP_SUCCESS);
+  for (int32_t c = 0; c < count; ++c) {
+    INFO("pipelined split-phase chunk " << c << " of " << count);
+    REQUIRE(wait(r.handle, Direction::kScatter, c) == BASP_SUCCESS);
+    if (c + 1 < count) {
+      REQUIRE(start(r.handle, Direction::kScatter, r.tokens, {c + 1, count}, reading(data.seq), head.ptr) ==
+              BASP_SUCCESS);
+    }
+    each_head([&](int32_t t, const basp::layout::Geometry& g, int64_t h) {
+      INFO("tensor " << t << " head " << h);
+      if (readers(g, hq, count, h).first <= c)
+        CHECK(head_columns(g, nullptr, static_cast<const uint8_t*>(head.ptr[static_cast<size_t>(t)]),
+                           whole_head[static_cast<size_t>(t)].data(), h));
+    });
+    if (!gather_in) continue;
+    ready(c);
+    REQUIRE(start(r.gather_handle, Direction::kGather, r.tokens, {c, count}, in.reading(), writing(back)) ==
+            BASP_SUCCESS);
+    if (c > 0) REQUIRE(wait(r.gather_handle, Direction::kGather, c - 1) == BASP_SUCCESS);
+  }
+  if (!gather_in) return;
+  REQUIRE(wait(r.gather_handle, Direction::kGather, count - 1) == BASP_SUCCESS);
+  CHECK(back == whole_back);
+}
+
 void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) {
   INFO("shape " << s.name << ", path " << path);
   const basp_plan_desc_t d = desc_of(s);
@@ -276,7 +374,11 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
   const basp::plan::ExchangePlan& x = plan.exchange();
   basp_rank_info_t me = BASP_RANK_INFO_INITIALIZER;
   REQUIRE(basp_comm_query(comm, -1, s.seq_len, &me) == BASP_SUCCESS);
-  const Run r{comm, plan, s.layout == BASP_LAYOUT_THD ? s.tokens : basp::runtime::Plan::kPlanTokens, shared, path};
+  basp_plan_t gather_handle = handle;
+  if (g_split && x.replicated) REQUIRE(basp_plan_create(comm, &d, &gather_handle) == BASP_SUCCESS);
+  const Run r{
+      comm,   handle, gather_handle, plan, s.layout == BASP_LAYOUT_THD ? s.tokens : basp::runtime::Plan::kPlanTokens,
+      shared, path};
   const Tensors data(s, x, s.layout == BASP_LAYOUT_THD ? 0 : me.first_sequence, 91);
   std::vector<int64_t> seq_bytes;
   for (const Bytes& b : data.seq) seq_bytes.push_back(static_cast<int64_t>(b.size()));
@@ -327,7 +429,11 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
       CHECK(back == whole_back);
     }
     const std::vector<Bytes> gather_inputs = gather_in.contents();
-    pipelined(r, s, x, data, count, whole_head.contents(), gather ? &gather_inputs : nullptr, whole_back);
+    if (g_split) {
+      pipelined_split(r, s, x, data, count, whole_head.contents(), gather ? &gather_inputs : nullptr, whole_back);
+    } else {
+      pipelined(r, s, x, data, count, whole_head.contents(), gather ? &gather_inputs : nullptr, whole_back);
+    }
   }
   // A chunk outside the plan's bounds: this rank's own checks, no exchange.
   std::string message;
@@ -335,6 +441,7 @@ void run_shape(basp_comm_t comm, const Shape& s, bool shared, basp_path_t path) 
   CHECK(execute(plan, Direction::kScatter, r.tokens, {0, most + 1}, reading(data.seq), writing(head), &message) ==
         BASP_ERROR_INVALID_ARGUMENT);
   CHECK(message.find("head chunk count (" + std::to_string(most + 1) + ")") != std::string::npos);
+  if (gather_handle != handle) CHECK(basp_plan_destroy(gather_handle) == BASP_SUCCESS);
   CHECK(basp_plan_destroy(handle) == BASP_SUCCESS);
 }
 
@@ -461,6 +568,12 @@ TEST_CASE("ranks on different chunks: MISMATCH naming both; the next exchange wo
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  return basp::test::run_catch_session_on_all_ranks(argc, argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  std::vector<char*> args(argv, argv + argc);
+  const auto split =
+      std::find_if(args.begin(), args.end(), [](const char* a) { return std::strcmp(a, "--split-phase") == 0; });
+  g_split = split != args.end();
+  if (g_split) args.erase(split);
+  return basp::test::run_catch_session_on_all_ranks(static_cast<int>(args.size()), args.data());
 }

@@ -22,6 +22,15 @@
 namespace basp::transport::mpi {
 namespace {
 
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "an unknown level";
+  }
+}
+
 // Host memory, no stream: an execute blocks until its exchange is done.
 constexpr ExecuteNeeds kNeeds{false, false, "MPI"};
 
@@ -67,6 +76,15 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     run(direction, call, inputs, outputs);
   }
   void set_documents(uint64_t fingerprint) override { documents_ = fingerprint; }
+  // The progress thread makes MPI calls while the caller's thread may make others.
+  void check_split_phase() const override {
+    int provided = MPI_THREAD_SINGLE;
+    BASP_MPI_CHECK(MPI_Query_thread(&provided));
+    BASP_CHECK(
+        provided == MPI_THREAD_MULTIPLE, BASP_ERROR_UNSUPPORTED,
+        "split-phase head chunks run their exchanges on the comm's progress thread, which needs MPI_Init_thread ",
+        "with MPI_THREAD_MULTIPLE; MPI provides ", thread_level_name(provided));
+  }
 
   [[noreturn]] void fail(Direction direction, int64_t tokens, plan::HeadChunk chunk,
                          const std::exception_ptr& own) override {
