@@ -485,8 +485,8 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    and write the gather inputs of chunks not yet started.
  *  - Refused with BASP_ERROR_INVALID_ARGUMENT naming the value: a chunk or count out of range, a count other than
  *    the round's, a second start of a chunk in flight, a chunk started earlier and never waited for (reported at
- *    its next start, which then goes on, or at the next one-call execute), a one-call basp_scatter/basp_gather of a
- *    plan with chunks in flight; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
+ *    its next start, which drops its result and does not happen), a one-call basp_scatter/basp_gather of a plan
+ *    with a chunk not waited for or a round not fully started; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
  *    the chunks of its gather (the gather's earlier contributions wait in the plan's workspace: take two plans).
  *  - MPI backend: start returns at once; the comm's progress thread (started at the first start) runs the
  *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first
@@ -495,8 +495,8 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    NCCL backend: BASP_ERROR_UNSUPPORTED for now.
  * basp_*_test sets *done to 1 once the chunk is complete (its error, if any, is then returned by its wait), else
  * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again).
- * basp_plan_destroy with chunks in flight waits for them up to the comm's timeout, then returns
- * BASP_ERROR_TIMEOUT (the plan's memory is released once they end). Threads: as basp_scatter (one thread at a
+ * basp_plan_destroy with chunks not waited for waits for them up to the comm's timeout and returns the first error
+ * among them; past the timeout it returns BASP_ERROR_TIMEOUT (the plan's memory is released once they end). Threads: as basp_scatter (one thread at a
  * time per plan; start, test and wait of one plan from that thread). */
 BASP_API basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
                                           const void* const* inputs, void* const* outputs, void* stream);

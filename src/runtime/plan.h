@@ -57,8 +57,9 @@ class Plan : public std::enable_shared_from_this<Plan> {
              void* const* outputs, void* stream);
   bool test(Direction direction, int32_t chunk);
   void wait(Direction direction, int32_t chunk);
-  // basp_plan_destroy: waits for the chunks in flight up to the comm's timeout; past it, takes those not yet begun
-  // out of the queue and throws BASP_ERROR_TIMEOUT (the running one ends within its own deadline, the plan after).
+  // basp_plan_destroy: waits for the chunks in flight up to the comm's timeout and throws the first error of a chunk
+  // not waited for; past the timeout, takes those not yet begun out of the queue and throws BASP_ERROR_TIMEOUT (the
+  // running one ends within its own deadline, the plan after it).
   void drain();
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
   void set_documents(const int64_t* cu_seqlens, int32_t num_docs);

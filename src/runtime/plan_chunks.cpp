@@ -77,16 +77,9 @@ void Plan::check_no_chunks(Direction direction) {
     const Direction dir = d == 0 ? Direction::kScatter : Direction::kGather;
     ChunkRound& r = round(dir);
     for (size_t c = 0; c < r.jobs.size(); ++c) {
-      ChunkJob& job = r.jobs[c];
-      if (!job.in_use) continue;
-      const bool ran = comm_->progress().has_run(job);
-      if (ran) {
-        job.in_use = false;
-        job.reset();
-      }
-      detail::fail(BASP_ERROR_INVALID_ARGUMENT, op, ": ", direction_name(dir), " chunk ", c, " of the plan ",
-                   ran ? "was started and never waited for (its result is dropped)"
-                       : "is in flight: wait for its chunks before a one-call exchange");
+      BASP_CHECK_ARG(!r.jobs[c].in_use, op, ": ", direction_name(dir), " chunk ", c, " of the plan is started and ",
+                     "not waited for (", dir == Direction::kScatter ? "basp_scatter_wait" : "basp_gather_wait",
+                     "): a one-call exchange takes the plan whole");
     }
     BASP_CHECK_ARG(r.count == 0, op, ": a round of ", r.count, " ", direction_name(dir), " chunks is open (", r.started,
                    " started): start the others before a one-call exchange");
@@ -165,7 +158,12 @@ void Plan::drain() {
   const detail::Deadline deadline(comm_->options().timeout_ms);
   BASP_LOG(WARN, "basp_plan_destroy: plan ", static_cast<const void*>(this), " has ", in_use.size(),
            " chunk(s) started and not waited for");
-  if (progress.wait_all(in_use.data(), static_cast<int>(in_use.size()), deadline)) return;
+  if (progress.wait_all(in_use.data(), static_cast<int>(in_use.size()), deadline)) {
+    for (Progress::Job* job : in_use) {  // the first error of a chunk nobody will wait for now
+      if (job->error()) std::rethrow_exception(job->error());
+    }
+    return;
+  }
   size_t cancelled = 0;
   const std::exception_ptr gone = std::make_exception_ptr(
       detail::Error(BASP_ERROR_TIMEOUT, "the plan was destroyed before this chunk's exchange began"));
