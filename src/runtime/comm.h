@@ -84,6 +84,10 @@ class Comm {
   void set_cost_model(const plan::CostModel& model);
   // The comm's progress thread (runtime/progress.h): split-phase chunks, and every execute while they are in flight.
   Progress& progress() { return progress_; }
+  // The batch plan whose gather sums held heads and has a round of chunks open (nullptr: none): its earlier
+  // contributions wait in the batch plans' shared workspace, so no other batch plan's exchange may start meanwhile.
+  const void* open_batch_gather() const { return open_batch_gather_.load(); }
+  void set_open_batch_gather(const void* plan) { open_batch_gather_.store(plan); }
 
  private:
   plan::GroupLayout layout_;
@@ -96,6 +100,7 @@ class Comm {
   plan::PlacementInput machine_;
   mutable std::mutex model_mutex_;
   plan::CostModel model_ = plan::default_cost_model();
+  std::atomic<const void*> open_batch_gather_{nullptr};
   Progress progress_;  // last: its thread ends before the transport goes
 };
 

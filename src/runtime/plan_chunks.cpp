@@ -56,6 +56,7 @@ void Plan::check_start(Direction direction, plan::HeadChunk chunk) {
     BASP_CHECK_ARG(!r.begun[static_cast<size_t>(chunk.index)], "chunk ", chunk.index,
                    " was already started in this round of ", r.count);
   }
+  check_batch_gather();
   if (!exchange_.replicated) return;
   if (direction == Direction::kGather) {
     const int32_t next = r.count == 0 ? 0 : r.started;
@@ -70,8 +71,18 @@ void Plan::check_start(Direction direction, plan::HeadChunk chunk) {
   }
 }
 
+// Batch plans share the comm's workspace: while one's gather that sums held heads is part way through its chunks,
+// no other batch plan of the comm exchanges.
+void Plan::check_batch_gather() const {
+  const void* open = batch_ ? comm_->open_batch_gather() : nullptr;
+  BASP_CHECK_ARG(open == nullptr || open == this, "batch plan ", open, " of this comm has a gather that sums heads ",
+                 "several ranks hold part way through its chunks; its contributions wait in the batch plans' shared ",
+                 "workspace, so no other batch plan may exchange before its last chunk starts");
+}
+
 // A one-call execute (or the internal chunk execute) takes the plan whole: no chunk in flight, no round open.
 void Plan::check_no_chunks(Direction direction) {
+  check_batch_gather();
   const char* op = direction_name(direction);
   for (int d = 0; d < 2; ++d) {
     const Direction dir = d == 0 ? Direction::kScatter : Direction::kGather;
@@ -111,6 +122,9 @@ void Plan::start(Direction direction, int32_t index, int32_t count, int64_t toke
   }
   r.begun[static_cast<size_t>(index)] = true;
   if (++r.started == r.count) r.count = 0;  // every chunk of the round started: closed
+  if (batch_ && exchange_.replicated && direction == Direction::kGather) {
+    comm_->set_open_batch_gather(r.count == 0 ? nullptr : this);
+  }
   job->direction = direction;
   for (int32_t t = 0; t < exchange_.num_tensors(); ++t) {
     job->inputs[static_cast<size_t>(t)] = inputs[t];
@@ -147,6 +161,7 @@ void Plan::wait(Direction direction, int32_t chunk) {
 }
 
 void Plan::drain() {
+  if (comm_->open_batch_gather() == this) comm_->set_open_batch_gather(nullptr);
   std::vector<Progress::Job*> in_use;
   for (ChunkRound& r : rounds_) {
     for (ChunkJob& job : r.jobs) {

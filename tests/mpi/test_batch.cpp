@@ -9,10 +9,12 @@
 // batch plan (MISMATCH naming the plan numbers), and BASP_MPI_TRANSPORT values refused at comm creation. Every step
 // checks the path its group took against docs/batch.md's rule.
 //
-// usage: test_batch [steps] [seed] [timeout|calibrate|threads]
+// usage: test_batch [steps] [seed] [timeout|calibrate|threads|split]
 //   timeout:   only the case of a rank that believes it is alone
 //   calibrate: only basp_comm_calibrate, with the export and import of its model
 //   threads:   only the serialisation of one comm's batch executes (2 ranks, MPI_THREAD_MULTIPLE)
+//   split:     the steps also run split-phase (basp_scatter_start ...): C = 2 and the group's maximum, chunks
+//              started in order and waited for last first, equal to the one-call exchange bit for bit
 #include <mpi.h>
 #include <unistd.h>
 
@@ -44,6 +46,7 @@ namespace {
 int g_rank = 0;
 int g_size = 1;
 int failures = 0;
+bool g_split = false;
 std::vector<std::string> g_hosts;  // every rank's host name: scripts/sim-cluster gives each fake node its own
 
 #define EXPECT(cond, ...)                                                              \
@@ -218,6 +221,88 @@ int32_t expected_path(const std::vector<int32_t>& members) {
 }
 
 // One step: create the plan, scatter, check, gather the scatter's output, check.
+// Split-phase: the exchange `scatter` of `in` again as C chunks, for C = 2 and the plan's maximum, into outputs
+// poisoned first; each must equal `want`, the one-call exchange's outputs.
+void split_pass(basp_plan_t plan, bool scatter, const std::vector<const void*>& in,
+                const std::vector<std::vector<float>>& want, int step) {
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  basp_plan_query(plan, &info);
+  for (const int32_t count : {std::min(2, info.max_head_chunks), info.max_head_chunks}) {
+    std::vector<std::vector<float>> got;
+    std::vector<void*> out;
+    for (const auto& w : want) {
+      got.emplace_back(w.size(), kPoisonValue);
+      out.push_back(got.back().empty() ? nullptr : got.back().data());
+    }
+    bool ok = true;
+    for (int32_t c = 0; c < count && ok; ++c) {
+      const basp_status_t rc =
+          (scatter ? &basp_scatter_start : &basp_gather_start)(plan, c, count, -1, in.data(), out.data(), nullptr);
+      EXPECT(rc == BASP_SUCCESS, "step %d: start %d of %d: %s", step, c, count, basp_last_error());
+      ok = rc == BASP_SUCCESS;
+    }
+    for (int32_t c = count - 1; c >= 0 && ok; --c) {
+      const basp_status_t rc = (scatter ? &basp_scatter_wait : &basp_gather_wait)(plan, c);
+      EXPECT(rc == BASP_SUCCESS, "step %d: wait %d of %d: %s", step, c, count, basp_last_error());
+    }
+    EXPECT(!ok || got == want, "step %d: %s in %d chunks differs from the one-call exchange", step,
+           scatter ? "scatter" : "gather", count);
+  }
+}
+
+bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
+
+// Split-phase: while a batch plan's gather that sums held heads is part way through its chunks, another batch plan
+// of the comm may not exchange (their contributions share the comm's workspace); once its last chunk started, it may.
+void split_batch_gather_case(basp_comm_t comm) {
+  Step st;
+  st.m.sizes = {g_size};
+  st.m.ranks.resize(static_cast<size_t>(g_size));
+  std::iota(st.m.ranks.begin(), st.m.ranks.end(), 0);
+  st.seq_len = 4;
+  st.head_dim = 2;
+  st.heads = {6, 3, 3};  // a KV head held by two positions at K = 2 and at K = 4
+  st.split = {6, 6, 6};
+  st.group_docs = {1};
+  const basp_plan_desc_t d = desc_of(st);
+  BatchArrays a = batch_of(st);
+  basp_plan_t gather = nullptr, other = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &gather) == BASP_SUCCESS, "split rule: %s", basp_last_error());
+  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &other) == BASP_SUCCESS, "split rule: %s", basp_last_error());
+  if (!gather || !other) return;
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  basp_plan_query(gather, &info);
+  EXPECT(info.replicated == 1 && info.max_head_chunks >= 2, "split rule: replicated %d, max chunks %d", info.replicated,
+         info.max_head_chunks);
+  std::vector<std::vector<float>> seq(3), head(3);
+  std::vector<const void*> seq_in(3), head_in(3);
+  std::vector<void*> seq_out(3), head_out(3);
+  for (size_t t = 0; t < 3; ++t) {
+    seq[t].assign(static_cast<size_t>(info.seq_sharded_elems[t]), 1.0f);
+    head[t].assign(static_cast<size_t>(info.head_sharded_elems[t]), 1.0f);
+    seq_in[t] = seq_out[t] = seq[t].data();
+    head_in[t] = head_out[t] = head[t].data();
+  }
+  std::vector<std::vector<float>> back = seq;
+  std::vector<void*> back_out = {back[0].data(), back[1].data(), back[2].data()};
+  EXPECT(basp_gather_start(gather, 0, 2, -1, head_in.data(), back_out.data(), nullptr) == BASP_SUCCESS,
+         "split rule: gather chunk 0: %s", basp_last_error());
+  const basp_status_t refused = basp_scatter_start(other, 0, 1, -1, seq_in.data(), head_out.data(), nullptr);
+  EXPECT(refused == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "part way through its chunks"),
+         "split rule: another batch plan's start during the gather: %d %s", refused, basp_last_error());
+  const basp_status_t whole = basp_scatter(other, seq_in.data(), head_out.data(), nullptr);
+  EXPECT(whole == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "part way through its chunks"),
+         "split rule: another batch plan's execute during the gather: %d %s", whole, basp_last_error());
+  EXPECT(basp_gather_start(gather, 1, 2, -1, head_in.data(), back_out.data(), nullptr) == BASP_SUCCESS,
+         "split rule: gather chunk 1: %s", basp_last_error());
+  EXPECT(basp_gather_wait(gather, 0) == BASP_SUCCESS && basp_gather_wait(gather, 1) == BASP_SUCCESS,
+         "split rule: gather waits: %s", basp_last_error());
+  EXPECT(basp_scatter(other, seq_in.data(), head_out.data(), nullptr) == BASP_SUCCESS,
+         "split rule: the other plan after the gather: %s", basp_last_error());
+  basp_plan_destroy(other);
+  basp_plan_destroy(gather);
+}
+
 void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   const basp_plan_desc_t d = desc_of(st);
   BatchArrays a = batch_of(st);
@@ -304,6 +389,7 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
             }
           }
   }
+  if (g_split && rc == BASP_SUCCESS) split_pass(plan, true, in, head, step);
   // Gather the scatter's output back: each head comes back once per holder, summed.
   for (int32_t t = 0; t < n; ++t) {
     in[t] = head[t].empty() ? nullptr : head[t].data();
@@ -331,14 +417,13 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
           }
     }
   }
+  if (g_split && rc == BASP_SUCCESS) split_pass(plan, false, in, back, step);
   // The exchanges took the plan's path (never the shared path: batch plans have no basp_mem_alloc groups).
   basp_plan_query(plan, &info);
   EXPECT(rc != BASP_SUCCESS || info.last_path == path, "step %d: last path %d, expected %d", step, info.last_path,
          path);
   basp_plan_destroy(plan);
 }
-
-bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
 
 basp_comm_t make_comm(int64_t timeout_ms) {
   basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
@@ -806,6 +891,7 @@ int main(int argc, char** argv) {
   const bool timeout_only = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
   const bool calibrate_only = argc > 3 && std::strcmp(argv[3], "calibrate") == 0;
   const bool threads_only = argc > 3 && std::strcmp(argv[3], "threads") == 0;
+  g_split = argc > 3 && std::strcmp(argv[3], "split") == 0;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   std::vector<char> hosts(static_cast<size_t>(256 * g_size));
@@ -840,6 +926,7 @@ int main(int argc, char** argv) {
     if (g_size > 2) wide.push_back({1, g_size - 1});
     for (const auto& sizes : wide)
       run_step(comm, draw_wide(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
+    if (g_split) split_batch_gather_case(comm);
     mismatch_case(comm);
     run_step(comm, draw(rng, {}), seed + 999, 999);  // the comm works after the mismatch
     error_cases(comm);
