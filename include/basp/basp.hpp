@@ -420,6 +420,30 @@ class Plan {
   void gather(int64_t num_tokens, const void* const* inputs, void* const* outputs, void* stream = nullptr) {
     check(basp_gather_tokens(handle_, num_tokens, inputs, outputs, stream));
   }
+  // Split-phase head chunks (basp.h, "Split-phase exchanges by head chunks"): chunk `chunk` of `num_chunks`, started
+  // at once, tested, waited for (its error thrown by the wait).
+  void scatter_start(int32_t chunk, int32_t num_chunks, const void* const* inputs, void* const* outputs,
+                     int64_t num_tokens = -1, void* stream = nullptr) {
+    check(basp_scatter_start(handle_, chunk, num_chunks, num_tokens, inputs, outputs, stream));
+  }
+  void gather_start(int32_t chunk, int32_t num_chunks, const void* const* inputs, void* const* outputs,
+                    int64_t num_tokens = -1, void* stream = nullptr) {
+    check(basp_gather_start(handle_, chunk, num_chunks, num_tokens, inputs, outputs, stream));
+  }
+  bool scatter_test(int32_t chunk) {
+    int32_t done = 0;
+    check(basp_scatter_test(handle_, chunk, &done));
+    return done != 0;
+  }
+  bool gather_test(int32_t chunk) {
+    int32_t done = 0;
+    check(basp_gather_test(handle_, chunk, &done));
+    return done != 0;
+  }
+  void scatter_wait(int32_t chunk) { check(basp_scatter_wait(handle_, chunk)); }
+  void gather_wait(int32_t chunk) { check(basp_gather_wait(handle_, chunk)); }
+  int32_t max_head_chunks() const { return info().max_head_chunks; }
+
   void scatter(std::initializer_list<const void*> inputs, std::initializer_list<void*> outputs,
                void* stream = nullptr) {
     run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_scatter);

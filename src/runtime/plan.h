@@ -41,7 +41,8 @@ class Plan : public std::enable_shared_from_this<Plan> {
   void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
     execute(direction, tokens, plan::HeadChunk{}, inputs, outputs, stream);
   }
-  // The same for head chunk `chunk` of the exchange (plan/head_chunks.h): internal, for the tests so far. Every
+  // The same for head chunk `chunk` of the exchange (plan/head_chunks.h), blocking: what a started chunk runs (start
+  // below), and the tests' entry point. Every
   // path of the MPI backend executes a chunk, blocking; the NCCL backend none (BASP_ERROR_UNSUPPORTED). The chunks
   // of one gather run in order over the same head-sharded inputs, with no other exchange of the plan between them
   // (a head several ranks hold is summed in the chunk of its last contribution, from where the others landed). A

@@ -86,6 +86,24 @@ TEST_CASE("C++: comm, plan, shapes and a bit-exact round trip", "[cpp]") {
   CHECK(x.back == x.seq);
   CHECK(status_of([&] { plan.scatter({x.seq[0].data()}, {x.head[0].data()}); }) == BASP_ERROR_INVALID_ARGUMENT);
 
+  // Split-phase: two head chunks each way, waited for last first, equal the one-call exchange.
+  const int32_t count = std::min(2, plan.max_head_chunks());
+  const void* seq_in[] = {x.seq[0].data(), x.seq[1].data()};
+  void* head_out[] = {x.head[0].data(), x.head[1].data()};
+  const void* head_in[] = {x.head[0].data(), x.head[1].data()};
+  void* back_out[] = {x.back[0].data(), x.back[1].data()};
+  for (auto& h : x.head) std::fill(h.begin(), h.end(), uint8_t{0xA5});
+  for (int32_t c = 0; c < count; ++c) plan.scatter_start(c, count, seq_in, head_out);
+  for (int32_t c = count - 1; c >= 0; --c) plan.scatter_wait(c);
+  CHECK(basp::test::head_output_exact(comm.get(), raw, 5, x));
+  for (auto& b : x.back) std::fill(b.begin(), b.end(), uint8_t{0xA5});
+  for (int32_t c = 0; c < count; ++c) plan.gather_start(c, count, head_in, back_out);
+  while (!plan.gather_test(count - 1)) {
+  }
+  for (int32_t c = count - 1; c >= 0; --c) plan.gather_wait(c);
+  CHECK(x.back == x.seq);
+  CHECK(status_of([&] { plan.scatter_wait(0); }) == BASP_ERROR_INVALID_ARGUMENT);  // not started
+
   // A plan moved from keeps working under its new owner.
   basp::Plan moved = std::move(plan);
   CHECK_FALSE(plan);
@@ -128,7 +146,8 @@ TEST_CASE("C++: the NCCL and out-of-band constructors", "[cpp]") {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   return basp::test::run_catch_session_on_all_ranks(argc, argv);
 }
 
