@@ -423,6 +423,51 @@ typedef basp_plan_info_v1 basp_plan_info_t;
 /* Threads: any thread, any time, also while the plan executes. */
 BASP_API basp_status_t basp_plan_query(basp_plan_t plan, basp_plan_info_t* info);
 
+/* Head chunks (docs/design.md, "Head chunks"): how many pieces C, cut along the query heads, a layer's exchanges
+ * should take so that attention on one piece overlaps the exchange of its neighbours, from the comm's cost model. */
+#define BASP_HEAD_CHUNK_CHOICE_MAGIC 0x42484343u /* "BHCC" */
+#define BASP_HEAD_CHUNK_CHOICE_VERSION 1u
+
+typedef struct basp_head_chunk_choice_v1 {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int32_t num_chunks;       /* the chosen C, 1..max_head_chunks */
+  int32_t max_head_chunks;  /* the most chunks the plans take: ceil(Hq / K), the busiest position's query heads */
+  double attention_seconds; /* the attention seconds the choice used (collective: the maximum over the ranks) */
+  double seconds_one;       /* the predicted layer without chunks, T(1) */
+  double seconds_chosen;    /* the predicted layer in num_chunks chunks, T(num_chunks) */
+} basp_head_chunk_choice_v1;
+typedef basp_head_chunk_choice_v1 basp_head_chunk_choice_t;
+
+/* clang-format off */
+#define BASP_HEAD_CHUNK_CHOICE_INITIALIZER { sizeof(basp_head_chunk_choice_v1), BASP_HEAD_CHUNK_CHOICE_MAGIC, \
+                                             BASP_HEAD_CHUNK_CHOICE_VERSION, 0, 0, 0.0, 0.0, 0.0 }
+/* clang-format on */
+
+/* The head chunk count for a layer made of a scatter on plan `scatter`, attention, and a gather on plan `gather`
+ * (NULL: the scatter plan), two plans of one group of one comm, of `num_tokens` tokens per sequence (-1: the plans'
+ * seq_len; THD: the stream's T, which a THD batch plan knows: -1 or its T), where attention for the whole layer on
+ * one rank takes `attention_seconds` (all the query heads this rank holds; >= 0). The model predicts the layer's
+ * time T(C) for C = 1..max_head_chunks with the comm's cost model and the group's traffic (plan/head_chunk_choice.h)
+ * and chooses the C of the least T(C), or 1 where that gains less than 5% over T(1). `predicted_seconds` (NULL when
+ * `capacity` is 0) receives T(1), T(2), ..., min(capacity, max_head_chunks) of them. Deterministic: every rank of the
+ * group that passes the same arguments gets the same answer, the comm's cost model being the same everywhere (the
+ * default, or one calibrated or imported on every rank).
+ * `collective` 0: not collective (any thread), the caller makes the inputs equal across the group. `collective` 1:
+ * collective over the plans' group (a plain plan) or over the comm's world (a batch plan): attention_seconds is
+ * first replaced by its maximum over those ranks, so that a per-rank timed estimate gives one choice everywhere;
+ * a rank whose own checks fail still takes part and the others fail with BASP_ERROR_INVALID_ARGUMENT naming it, and
+ * num_tokens that differ across the ranks are BASP_ERROR_MISMATCH. Threads (collective): as basp_plan_create.
+ * Errors: BASP_ERROR_INVALID_ARGUMENT naming the value for attention_seconds negative or not finite, plans of
+ * different comms, a plain plan with a batch plan, plans whose group sizes or max_head_chunks differ, num_tokens a
+ * plan does not take, capacity negative; BASP_ERROR_NULL_POINTER for choice NULL or predicted_seconds NULL with
+ * capacity > 0; BASP_ERROR_BAD_STRUCT for a wrong size or magic of *choice. */
+BASP_API basp_status_t basp_choose_head_chunks(basp_plan_t scatter, basp_plan_t gather, int64_t num_tokens,
+                                               double attention_seconds, int32_t collective,
+                                               basp_head_chunk_choice_t* choice, double* predicted_seconds,
+                                               int32_t capacity);
+
 /* Head scatter (before attention), collective over the group: inputs[t] is sequence-sharded
  * [b_loc, S_l, H_t, D] (or SBHD; THD [T_l, H_t, D]), outputs[t] is head-sharded [b_loc, S, H_l, D] (THD [T, H_l, D])
  * holding heads [head_begin, head_end) of basp_plan_info_t: with K dividing S and H_t, S_l = S/K and heads

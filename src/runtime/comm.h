@@ -76,7 +76,8 @@ class Comm {
   // The id of the next batch plan: every rank makes every batch plan of the comm, in the same order, so every rank
   // counts alike; the count travels with each exchange, and a rank that skipped one gets MISMATCH.
   int64_t next_batch_id() { return next_batch_id_.fetch_add(1); }
-  // Every rank's node, NVLink domain and GPU, gathered at creation (batch comms only): the planner's machine.
+  // Every rank's node, NVLink domain and GPU, gathered at creation: the planner's machine, and the traffic model's
+  // of basp_choose_head_chunks.
   const plan::PlacementInput& machine() const { return machine_; }
   void set_machine(plan::PlacementInput machine) { machine_ = std::move(machine); }
   // The comm's cost model: the default until calibrated or imported. Any thread.

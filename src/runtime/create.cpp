@@ -176,7 +176,7 @@ std::shared_ptr<Comm> create_comm(transport::Bootstrap& parent, const CreateCall
   }
   auto transport = connector->connect(spec, detail::Deadline(options.timeout_ms));
   auto comm = std::make_shared<Comm>(std::move(layout), parent.rank(), options, std::move(transport));
-  if (options.batch_capacity > 0) comm->set_machine(machine_of(locality, parent.size()));
+  comm->set_machine(machine_of(locality, parent.size()));
   log_comm(*comm, options, locality, call_name(call.kind));
   return comm;
 }
