@@ -452,6 +452,36 @@ class Plan {
     run(inputs.begin(), outputs.begin(), stream, inputs.size(), outputs.size(), &basp_gather);
   }
 
+  // basp_choose_head_chunks for a layer of a scatter on this plan, attention, and a gather on `gather` (nullptr:
+  // this plan): the chosen head chunk count and the predicted layer seconds T(1..max_head_chunks).
+  struct HeadChunkChoice {
+    int32_t num_chunks = 1;
+    int32_t max_head_chunks = 1;
+    double attention_seconds = 0.0;  // the seconds the choice used (collective: the maximum over the ranks)
+    std::vector<double> predicted_seconds;
+  };
+  HeadChunkChoice choose_head_chunks(double attention_seconds, const Plan* gather = nullptr, int64_t num_tokens = -1,
+                                     bool collective = false) const {
+    const basp_plan_t g = gather != nullptr ? gather->handle_ : nullptr;
+    basp_head_chunk_choice_t c = BASP_HEAD_CHUNK_CHOICE_INITIALIZER;
+    HeadChunkChoice out;
+    out.predicted_seconds.resize(256);
+    // A plan of more chunks asks again with room for all: every rank of the group sees the same maximum, so a
+    // collective call is repeated on all of them.
+    for (;;) {
+      const auto capacity = static_cast<int32_t>(out.predicted_seconds.size());
+      check(basp_choose_head_chunks(handle_, g, num_tokens, attention_seconds, collective ? 1 : 0, &c,
+                                    out.predicted_seconds.data(), capacity));
+      if (c.max_head_chunks <= capacity) break;
+      out.predicted_seconds.resize(static_cast<size_t>(c.max_head_chunks));
+    }
+    out.predicted_seconds.resize(static_cast<size_t>(c.max_head_chunks));
+    out.num_chunks = c.num_chunks;
+    out.max_head_chunks = c.max_head_chunks;
+    out.attention_seconds = c.attention_seconds;
+    return out;
+  }
+
   basp_plan_t get() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
   void reset() noexcept {

@@ -110,6 +110,33 @@ TEST_CASE("C++: comm, plan, shapes and a bit-exact round trip", "[cpp]") {
   moved.scatter({x.seq[0].data(), x.seq[1].data()}, {x.head[0].data(), x.head[1].data()});
 }
 
+TEST_CASE("C++: the head chunk choice, beyond the wrapper's first array", "[cpp]") {
+  const int n = world_size();
+  basp::CommConfig cfg;
+  cfg.micro_batch = 1;
+  basp::Comm comm = basp::Comm::from_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), cfg);
+  basp::PlanDesc d;
+  static_cast<basp_plan_desc_v1&>(d) = basp::test::byte_bshd_desc(64 * n, 2, 1, 1);
+  d.num_heads[0] = 300 * n;  // 300 chunks at most: more than the wrapper's first array holds
+  basp::Plan plan(comm, d);
+  const double attention = 0.001;
+  const basp::Plan::HeadChunkChoice c = plan.choose_head_chunks(attention);
+  // The C call with room for every entry gives the same answer.
+  std::vector<double> want(400, -1.0);
+  basp_head_chunk_choice_t raw = BASP_HEAD_CHUNK_CHOICE_INITIALIZER;
+  REQUIRE(basp_choose_head_chunks(plan.get(), nullptr, -1, attention, 0, &raw, want.data(), 400) == BASP_SUCCESS);
+  CHECK(raw.max_head_chunks == 300);
+  want.resize(300);
+  CHECK(c.max_head_chunks == 300);
+  CHECK(c.num_chunks == raw.num_chunks);
+  CHECK(c.attention_seconds == attention);
+  CHECK(c.predicted_seconds == want);
+  // Collective over the group, the same plan named as the gather: the same answer.
+  const basp::Plan::HeadChunkChoice same = plan.choose_head_chunks(attention, &plan, -1, true);
+  CHECK(same.predicted_seconds == want);
+  CHECK(status_of([&] { plan.choose_head_chunks(-1.0); }) == BASP_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_CASE("C++: shared memory, the async-error query and abort", "[cpp]") {
   basp::CommConfig cfg;
   cfg.micro_batch = 1;
