@@ -26,13 +26,14 @@ from ._library import (features, last_error, load as load_library, nccl_library,
 from .batch import Batch, CostModel
 from .comm import Comm, RankInfo
 from .errors import Error
+from ._head_chunks import HeadChunkChoice
 from .oob import OobAllgather
 from .plan import Plan, PlanInfo
 from . import data
 
 __all__ = [
-    "Backend", "Batch", "Comm", "CommConfig", "CostModel", "Dtype", "Error", "Layout", "MAX_DIMS", "MAX_TENSORS",
-    "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct", "RankInfo",
-    "RankInfoStruct", "Status", "data", "features", "last_error", "library_path", "load_library", "nccl_library",
-    "status_string", "version",
+    "Backend", "Batch", "Comm", "CommConfig", "CostModel", "Dtype", "Error", "HeadChunkChoice", "Layout", "MAX_DIMS",
+    "MAX_TENSORS", "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct",
+    "RankInfo", "RankInfoStruct", "Status", "data", "features", "last_error", "library_path", "load_library",
+    "nccl_library", "status_string", "version",
 ]

@@ -5,10 +5,11 @@ import ctypes
 import sys
 from typing import Any, List, Optional, Sequence, Tuple, Type, Union
 
-from . import _abi, _arrays, _library
+from . import _abi, _arrays, _head_chunks, _library
 from ._abi import Backend, Layout, Path
 from ._arrays import Array, ArrayInfo, DtypeLike
 from ._handle import CommHandle, Handle
+from ._head_chunks import HeadChunkChoice
 from ._plan_desc import HeadDimLike, LayoutLike, plan_desc
 from .batch import Batch
 from .errors import Error, invalid_argument
@@ -227,6 +228,16 @@ class Plan(Handle):
     def head_sharded_shape(self, t: int = 0, num_tokens: Optional[int] = None) -> Shape:
         """Shape of tensor t on the head-sharded side (scatter output, gather input); num_tokens as above."""
         return self._call_shapes("basp.Plan.head_sharded_shape", num_tokens, HEAD_SIDE)[t]
+
+    def choose_head_chunks(self, attention_seconds: float, gather: Optional["Plan"] = None,
+                           num_tokens: Optional[int] = -1, collective: bool = False) -> HeadChunkChoice:
+        """basp_choose_head_chunks: the head chunk count for a layer of a scatter on this plan, attention taking
+        `attention_seconds` for the whole layer on this rank, and a gather on `gather` (None: this plan), of
+        num_tokens tokens (-1 or None: the plan's seq_len; THD: the stream's T), as a basp.HeadChunkChoice
+        (num_chunks, max_head_chunks, attention_seconds, predicted). The same on every rank of the group for the
+        same arguments. collective: every rank of the group (a batch plan: of the comm) calls it, and the maximum
+        of their attention_seconds is used."""
+        return _head_chunks.choose_head_chunks(self, attention_seconds, gather, num_tokens, collective)
 
     def query(self) -> PlanInfo:
         """A fresh basp.PlanInfo (plan.info is the one taken at creation; last_path changes as the plan runs)."""
