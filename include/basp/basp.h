@@ -529,9 +529,8 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    writes its outputs' rows of its heads only, so attention may read the heads of chunks already waited for
  *    and write the gather inputs of chunks not yet started.
  *  - Refused with BASP_ERROR_INVALID_ARGUMENT naming the value: a chunk or count out of range, a count other than
- *    the round's, a second start of a chunk in flight, a chunk started earlier and never waited for (reported at
- *    its next start, which drops its result and does not happen), a one-call basp_scatter/basp_gather of a plan
- *    with a chunk not waited for or a round not fully started; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
+ *    the round's, a start of a chunk started and not waited for (in flight or done; it can still be waited for),
+ *    a one-call basp_scatter/basp_gather of a plan with a chunk not waited for or a round not fully started; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
  *    the chunks of its gather (the gather's earlier contributions wait in the plan's workspace: take two plans).
  *  - MPI backend: start returns at once; the comm's progress thread (started at the first start) runs the
  *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first

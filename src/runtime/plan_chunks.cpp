@@ -40,16 +40,10 @@ void Plan::check_start(Direction direction, plan::HeadChunk chunk) {
       for (ChunkJob& job : each.jobs) job.plan = this;
     }
   }
-  ChunkJob& job = r.jobs[static_cast<size_t>(chunk.index)];
-  if (job.in_use && comm_->progress().has_run(job)) {
-    job.in_use = false;  // reported once: the chunk is free again
-    job.reset();
-    detail::fail(BASP_ERROR_INVALID_ARGUMENT, "chunk ", chunk.index, " was started earlier and never waited ", "for (",
+  const ChunkJob& job = r.jobs[static_cast<size_t>(chunk.index)];
+  BASP_CHECK_ARG(!job.in_use, "chunk ", chunk.index, " of ", chunk.count, " was started and not waited for (",
                  direction == Direction::kScatter ? "basp_scatter_wait" : "basp_gather_wait",
-                 "); its result is dropped and this start did not happen");
-  }
-  BASP_CHECK_ARG(!job.in_use, "chunk ", chunk.index, " of ", chunk.count,
-                 " is in flight: wait for it before starting it again");
+                 "): wait for it before starting it again");
   if (r.count != 0) {
     BASP_CHECK_ARG(chunk.count == r.count, "num_chunks (", chunk.count, ") differs from the open round's (", r.count,
                    ", ", r.started, " of its chunks started)");
