@@ -122,9 +122,7 @@ LayerHeadChunks choose_head_chunks(const Plan& scatter, const Plan& gather, int6
     own = std::current_exception();
     mine.status = detail::status_of(own);
   }
-  // Plan::comm() is a const view of the comm the plan shares, never a const object: the collective may mark it
-  // broken (Comm::collective).
-  Comm& comm = const_cast<Comm&>(scatter.comm());
+  Comm& comm = scatter.shared_comm();
   transport::Bootstrap& bootstrap = scatter.batch() ? comm.batch_transport(kCall).world() : comm.transport().group();
   const double most = collective_max(comm, bootstrap, mine, own);
   return {plan::choose_head_chunks(scatter.exchange(), gather.exchange(), mine.tokens, comm.cost_model(),

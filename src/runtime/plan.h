@@ -31,6 +31,8 @@ class Plan : public std::enable_shared_from_this<Plan> {
 
   const plan::ExchangePlan& exchange() const { return exchange_; }
   const Comm& comm() const { return *comm_; }
+  // The same comm, for a collective call over it that may mark it broken (Comm::collective).
+  Comm& shared_comm() const { return *comm_; }
   const transport::PlanExecutor& executor() const { return *executor_; }
   // Throws BASP_ERROR_COMM_BROKEN when the plan's comm is broken.
   void check_usable() const { comm_->check_usable(); }
