@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -37,13 +38,13 @@ using basp::bench::parse_int;
 using basp::bench::slowest;
 using basp::bench::StudyOptions;
 
-#define CHECK(call)                                                                                    \
-  do {                                                                                                 \
-    const basp_status_t s_ = (call);                                                                   \
-    if (s_ != BASP_SUCCESS) {                                                                          \
-      std::fprintf(stderr, "basp_pipelined_layer: %s failed: %s\n", #call, basp_last_error());         \
-      MPI_Abort(MPI_COMM_WORLD, 3);                                                                    \
-    }                                                                                                  \
+#define CHECK(call)                                                                            \
+  do {                                                                                         \
+    const basp_status_t s_ = (call);                                                           \
+    if (s_ != BASP_SUCCESS) {                                                                  \
+      std::fprintf(stderr, "basp_pipelined_layer: %s failed: %s\n", #call, basp_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 3);                                                            \
+    }                                                                                          \
   } while (0)
 
 struct Options {
@@ -171,12 +172,13 @@ int run(const Options& opt) {
   const int32_t most = qkv.info.max_head_chunks;
   const double exchange = layer(qkv, o, opt, 0.0, 1);
   if (rank == 0) {
-    std::printf("# basp_pipelined_layer: %d ranks, K = %d, S = %lld, B = %lld, Hq %lld, Hkv %lld, D %lld, bf16, %s, "
-                "path %s, max chunks %d, E = %.3f ms\n",
-                size, qkv.info.group_size, static_cast<long long>(opt.seq), static_cast<long long>(opt.batch),
-                static_cast<long long>(opt.hq), static_cast<long long>(opt.hkv), static_cast<long long>(opt.dim),
-                opt.backward ? "forward + backward" : "forward", basp::bench::path_name(qkv.info.plan_path), most,
-                exchange * 1e3);
+    std::printf(
+        "# basp_pipelined_layer: %d ranks, K = %d, S = %lld, B = %lld, Hq %lld, Hkv %lld, D %lld, bf16, %s, "
+        "path %s, max chunks %d, E = %.3f ms\n",
+        size, qkv.info.group_size, static_cast<long long>(opt.seq), static_cast<long long>(opt.batch),
+        static_cast<long long>(opt.hq), static_cast<long long>(opt.hkv), static_cast<long long>(opt.dim),
+        opt.backward ? "forward + backward" : "forward", basp::bench::path_name(qkv.info.plan_path), most,
+        exchange * 1e3);
     std::printf("%8s %6s %12s %10s %8s\n", "ratio", "C", "T_ms", "T1/TC", "hidden");
   }
   std::FILE* json = rank == 0 && !opt.json.empty() ? std::fopen(opt.json.c_str(), "w") : nullptr;
@@ -214,22 +216,27 @@ int main(int argc, char** argv) {
   StudyOptions options(
       "usage: basp_pipelined_layer [--groups G] [--seq S] [--batch B] [--hq H] [--hkv H] [--dim D] [--ratios LIST]\n"
       "                            [--chunks LIST] [--runs N] [--warmup N] [--backward] [--json FILE]\n");
-  options.value("--groups", [&](const std::string& v) { opt.groups = static_cast<int32_t>(parse_int(v, "--groups")); })
-      .value("--seq", [&](const std::string& v) { opt.seq = parse_int(v, "--seq"); })
-      .value("--batch", [&](const std::string& v) { opt.batch = parse_int(v, "--batch"); })
-      .value("--hq", [&](const std::string& v) { opt.hq = parse_int(v, "--hq"); })
-      .value("--hkv", [&](const std::string& v) { opt.hkv = parse_int(v, "--hkv"); })
-      .value("--dim", [&](const std::string& v) { opt.dim = parse_int(v, "--dim"); })
+  options
+      .value("--groups",
+             [&](const std::string& v) { opt.groups = static_cast<int32_t>(parse_int(v, "--groups", -1, 1 << 20)); })
+      .value("--seq", [&](const std::string& v) { opt.seq = parse_int(v, "--seq", 1, INT64_C(1) << 40); })
+      .value("--batch", [&](const std::string& v) { opt.batch = parse_int(v, "--batch", 1, INT64_C(1) << 40); })
+      .value("--hq", [&](const std::string& v) { opt.hq = parse_int(v, "--hq", 1, INT64_C(1) << 40); })
+      .value("--hkv", [&](const std::string& v) { opt.hkv = parse_int(v, "--hkv", 1, INT64_C(1) << 40); })
+      .value("--dim", [&](const std::string& v) { opt.dim = parse_int(v, "--dim", 1, INT64_C(1) << 40); })
       .value("--ratios", [&](const std::string& v) { opt.ratios = parse_list(v, "--ratios"); })
       .value("--chunks",
              [&](const std::string& v) {
                opt.chunks.clear();
                for (const double c : parse_list(v, "--chunks")) opt.chunks.push_back(static_cast<int32_t>(c));
              })
-      .value("--runs", [&](const std::string& v) { opt.runs = static_cast<int>(parse_int(v, "--runs")); })
-      .value("--warmup", [&](const std::string& v) { opt.warmup = static_cast<int>(parse_int(v, "--warmup")); })
+      .value("--runs",
+             [&](const std::string& v) { opt.runs = static_cast<int>(parse_int(v, "--runs", 1, INT64_C(1) << 40)); })
+      .value(
+          "--warmup",
+          [&](const std::string& v) { opt.warmup = static_cast<int>(parse_int(v, "--warmup", 0, INT64_C(1) << 40)); })
       .flag("--backward", [&] { opt.backward = true; })
       .value("--json", [&](const std::string& v) { opt.json = v; });
-  return basp::bench::mpi_study_main("basp_pipelined_layer", argc, argv, options, [&] { return run(opt); },
-                                     MPI_THREAD_MULTIPLE);
+  return basp::bench::mpi_study_main(
+      "basp_pipelined_layer", argc, argv, options, [&] { return run(opt); }, MPI_THREAD_MULTIPLE);
 }

@@ -4,8 +4,10 @@
 
 namespace basp::bench {
 
-int mpi_study_main(const char* program, int argc, char** argv, StudyOptions& options, const std::function<int()>& run) {
-  MPI_Init(&argc, &argv);
+int mpi_study_main(const char* program, int argc, char** argv, StudyOptions& options, const std::function<int()>& run,
+                   int thread_level) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, thread_level, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;

@@ -13,7 +13,9 @@ namespace basp::bench {
 
 // study_main between MPI_Init and MPI_Finalize: every rank parses the same command line, only rank 0 prints the
 // usage and the errors of a bad option (exit 2 on every rank).
-int mpi_study_main(const char* program, int argc, char** argv, StudyOptions& options, const std::function<int()>& run);
+// `thread_level`: what MPI_Init_thread asks for (MPI_THREAD_MULTIPLE for split-phase exchanges).
+int mpi_study_main(const char* program, int argc, char** argv, StudyOptions& options, const std::function<int()>& run,
+                   int thread_level = MPI_THREAD_SINGLE);
 
 // The largest of every rank's `mine` over `comm`: a step's time is its slowest rank's.
 double slowest(double mine, MPI_Comm comm);
