@@ -28,12 +28,12 @@ from .comm import Comm, RankInfo
 from .errors import Error
 from ._head_chunks import HeadChunkChoice
 from .oob import OobAllgather
-from .plan import Plan, PlanInfo
+from .plan import Plan, PlanInfo, Work
 from . import data
 
 __all__ = [
     "Backend", "Batch", "Comm", "CommConfig", "CostModel", "Dtype", "Error", "HeadChunkChoice", "Layout", "MAX_DIMS",
     "MAX_TENSORS", "OobAllgather", "OobStruct", "Path", "Placement", "Plan", "PlanDesc", "PlanInfo", "PlanInfoStruct",
     "RankInfo", "RankInfoStruct", "Status", "data", "features", "last_error", "library_path", "load_library",
-    "nccl_library", "status_string", "version",
+    "nccl_library", "status_string", "version", "Work",
 ]

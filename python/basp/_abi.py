@@ -384,6 +384,16 @@ FUNCTION_PROTOTYPES = {
     # basp_status_t basp_comm_import_cost_model(basp_comm_t comm, const char* text)
     "basp_comm_import_cost_model": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
 }
+# 0.6, head chunks: basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks,
+#     int64_t num_tokens, const void* const* inputs, void* const* outputs, void* stream), basp_scatter_test(
+#     basp_plan_t plan, int32_t chunk, int32_t* done), basp_scatter_wait(basp_plan_t plan, int32_t chunk); gather alike
+for _op in ("scatter", "gather"):
+    FUNCTION_PROTOTYPES["basp_%s_start" % _op] = (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                                                 ctypes.c_int64, _c_void_pp, _c_void_pp, ctypes.c_void_p])
+    FUNCTION_PROTOTYPES["basp_%s_test" % _op] = (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32,
+                                                                ctypes.POINTER(ctypes.c_int32)])
+    FUNCTION_PROTOTYPES["basp_%s_wait" % _op] = (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32])
+del _op
 
 # basp_get_features bits (BASP_FEATURE_*), by the names basp.features() reports.
 FEATURES = {"mpi": 1, "cuda": 2, "nccl": 4, "hwloc": 8}

@@ -3,87 +3,21 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from typing import Any, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from . import _abi, _arrays, _head_chunks, _library
-from ._abi import Backend, Layout, Path
+from . import _abi, _arrays, _head_chunks, _library, _split_phase
+from ._abi import Backend, Layout
 from ._arrays import Array, ArrayInfo, DtypeLike
 from ._handle import CommHandle, Handle
 from ._head_chunks import HeadChunkChoice
+from ._plan_info import PlanInfo
 from ._plan_desc import HeadDimLike, LayoutLike, plan_desc
+from ._split_phase import GATHER, HEAD_SIDE, SCATTER, SEQ_SIDE, Work
 from .batch import Batch
 from .errors import Error, invalid_argument
 
 StreamLike = Any  # None, a torch.cuda.Stream or an int cudaStream_t
 Shape = Tuple[int, ...]
-
-SEQ_SIDE = "sequence-sharded"  # scatter input, gather output
-HEAD_SIDE = "head-sharded"  # scatter output, gather input
-
-
-def _enum_or_int(enum_type: Type[Any], value: int) -> Any:
-    """The enum member of a value the library reported, or the int when this binding does not know it."""
-    try:
-        return enum_type(value)
-    except ValueError:
-        return int(value)
-
-
-def _shapes(rows: Any, num_tensors: int, ndim: int) -> List[Shape]:
-    """The first ndim dims of the first num_tensors rows of a basp_plan_info_t shape array."""
-    dims = max(0, min(ndim, _abi.MAX_DIMS))  # a bad ndim is reported by Plan, not turned into an IndexError
-    return [tuple(int(x) for x in row[:dims]) for row in rows[:num_tensors]]
-
-
-class PlanInfo:
-    """basp_plan_query's answer: K, b_loc, this rank's tokens, workspace and traffic; per tensor its element counts,
-    its shapes on both sides (in the layout's own dimension order), the heads this rank holds and the query heads
-    whose split they follow; whether a gather sums (replicated heads); the plan's path and the one its last exchange
-    took. THD plans report their shapes at the token capacity."""
-
-    def __init__(self, struct: _abi.PlanInfoStruct) -> None:
-        n = int(struct.num_tensors)
-        self.num_tensors = n
-        self.group_size = int(struct.group_size)
-        self.local_sequences = int(struct.local_sequences)
-        self.local_tokens = int(struct.local_tokens)
-        self.workspace_bytes = int(struct.workspace_bytes)
-        self.seq_sharded_elems = [int(x) for x in struct.seq_sharded_elems[:n]]
-        self.head_sharded_elems = [int(x) for x in struct.head_sharded_elems[:n]]
-        self.bytes_sent_per_exchange = int(struct.bytes_sent_per_exchange)
-        self.last_path: Union[Path, int] = _enum_or_int(Path, struct.last_path)
-        self.layout: Union[Layout, int] = _enum_or_int(Layout, struct.layout)
-        self.ndim = int(struct.ndim)
-        self.seq_sharded_shapes = _shapes(struct.seq_sharded_shape, n, self.ndim)
-        self.head_sharded_shapes = _shapes(struct.head_sharded_shape, n, self.ndim)
-        self.head_begin = [int(x) for x in struct.head_begin[:n]]
-        self.head_end = [int(x) for x in struct.head_end[:n]]
-        self.plan_path: Union[Path, int] = _enum_or_int(Path, struct.plan_path)
-        self.split_begin = [int(x) for x in struct.split_begin[:n]]
-        self.split_end = [int(x) for x in struct.split_end[:n]]
-        self.token_begin = int(struct.token_begin)
-        self.token_end = int(struct.token_end)
-        self.token_capacity = int(struct.token_capacity)
-        self.replicated = bool(struct.replicated)
-
-    @property
-    def head_ranges(self) -> List[range]:
-        """Per tensor, the global heads this rank holds on the head-sharded side."""
-        return [range(b, e) for b, e in zip(self.head_begin, self.head_end)]
-
-    @property
-    def split_ranges(self) -> List[range]:
-        """Per tensor, the heads whose split its heads follow that this rank holds: its own heads for a query-like
-        tensor, the query heads it serves for a key/value tensor (Plan's query_heads)."""
-        return [range(b, e) for b, e in zip(self.split_begin, self.split_end)]
-
-    @property
-    def tokens(self) -> slice:
-        """The tokens of each sequence this rank holds on the sequence-sharded side (THD: at the capacity)."""
-        return slice(self.token_begin, self.token_end)
-
-    def __repr__(self) -> str:
-        return "PlanInfo(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
 
 
 def _prod(xs: Sequence[int]) -> int:
@@ -264,6 +198,24 @@ class Plan(Handle):
         inverse of scatter. Arguments as for scatter."""
         return self._execute("gather", HEAD_SIDE, SEQ_SIDE, inputs, outputs, stream, num_tokens)
 
+    def scatter_start(self, inputs: Sequence[Optional[Array]], outputs: Sequence[Optional[Array]], chunk: int,
+                      num_chunks: int, num_tokens: Optional[int] = None, stream: StreamLike = None) -> "Work":
+        """Starts head chunk `chunk` of `num_chunks` of a scatter into `outputs` (the whole head-sharded tensors
+        every chunk writes its heads' rows into) and returns its basp.Work; the buffers are the library's until
+        work.wait(). Rules: docs/python.md, "Split-phase exchanges". Arguments as for scatter."""
+        return _split_phase.start(self, SCATTER, inputs, outputs, chunk, num_chunks, num_tokens, stream)
+
+    def gather_start(self, inputs: Sequence[Optional[Array]], outputs: Sequence[Optional[Array]], chunk: int,
+                     num_chunks: int, num_tokens: Optional[int] = None, stream: StreamLike = None) -> "Work":
+        """Starts head chunk `chunk` of `num_chunks` of a gather (as scatter_start; a K/V head comes back with the
+        last chunk whose query heads read it)."""
+        return _split_phase.start(self, GATHER, inputs, outputs, chunk, num_chunks, num_tokens, stream)
+
+    @property
+    def max_head_chunks(self) -> int:
+        """The most head chunks this plan's exchanges take (plan info; 0 from a libbasp without them)."""
+        return self.info.max_head_chunks
+
     def set_documents(self, cu_seqlens: Optional[Sequence[int]]) -> None:
         """THD plans: the document boundaries (the group's cu_seqlens, num_docs + 1 ints from 0) of the executes that
         follow (basp_plan_set_documents). Each later scatter/gather checks its num_tokens against the last entry, and
@@ -310,6 +262,21 @@ class Plan(Handle):
                  stream: StreamLike, num_tokens: Optional[int]) -> List[Array]:
         where = "basp.Plan.%s" % op
         tokens = self._tokens_argument(where, num_tokens)
+        outputs, in_arr, out_arr, stream_ptr = self._arguments(where, tokens, in_side, out_side, inputs, outputs,
+                                                               stream)
+        lib = _library.lib()
+        if tokens is None:
+            fn = lib.basp_scatter if op == "scatter" else lib.basp_gather
+            _library.check(fn(self._handle, in_arr, out_arr, stream_ptr))
+        else:
+            fn = _library.require("basp_%s_tokens" % op, where)
+            _library.check(fn(self._handle, tokens, in_arr, out_arr, stream_ptr))
+        return outputs
+
+    def _arguments(self, where: str, tokens: Optional[int], in_side: str, out_side: str, inputs: Any, outputs: Any,
+                   stream: StreamLike) -> Tuple[List[Array], ctypes.Array, ctypes.Array, Optional[int]]:
+        """A call's arrays checked against the plan (outputs allocated when None) -> (outputs, the C arrays of input
+        and output pointers, the stream for the library)."""
         in_shapes = self._call_shapes(where, tokens, in_side)
         out_shapes = self._call_shapes(where, tokens, out_side)
         inputs = self._as_list(where, "inputs", inputs)
@@ -334,20 +301,13 @@ class Plan(Handle):
         # A tensor without elements on this rank goes as NULL, which the library accepts for 0 bytes.
         in_arr = _library.pointer_array([None if a is None or a.empty else a.pointer for a in ins])
         out_arr = _library.pointer_array([None if a is None or a.empty else a.pointer for a in outs])
-        lib = _library.lib()
-        if tokens is None:
-            fn = lib.basp_scatter if op == "scatter" else lib.basp_gather
-            _library.check(fn(self._handle, in_arr, out_arr, stream_ptr))
-        else:
-            fn = _library.require("basp_%s_tokens" % op, where)
-            _library.check(fn(self._handle, tokens, in_arr, out_arr, stream_ptr))
         if side_stream is not None:
             # The exchange runs on a stream other than the one PyTorch allocated on: keep the caching allocator
             # from reusing these tensors' memory before that stream is done with it.
             for a in ins + outs:
                 if a is not None:
                     a.obj.record_stream(side_stream)
-        return outputs
+        return outputs, in_arr, out_arr, stream_ptr
 
     def _as_list(self, where: str, name: str, arrays: Any) -> List[Array]:
         if _arrays.is_numpy(arrays) or _arrays.is_torch(arrays):

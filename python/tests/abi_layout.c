@@ -189,7 +189,7 @@ int main(void) {
   PROTOTYPE(basp_oob_v1, allgather_free, int, (void*, void*), "");
   printf("},\n");
 
-  /* The functions of 0.3, 0.4 and 0.5 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
+  /* The functions of 0.3 to 0.6 that python/basp/_abi.py declares (FUNCTION_PROTOTYPES). */
   printf("\"functions\": {\n");
   FUNCTION(basp_split, basp_status_t, (int64_t, int32_t, int32_t, int64_t*, int64_t*), ",");
   FUNCTION(basp_scatter_tokens, basp_status_t, (basp_plan_t, int64_t, const void* const*, void* const*, void*), ",");
@@ -209,7 +209,15 @@ int main(void) {
   FUNCTION(basp_comm_set_cost_model, basp_status_t, (basp_comm_t, const basp_cost_model_t*), ",");
   FUNCTION(basp_comm_calibrate, basp_status_t, (basp_comm_t, int64_t, int32_t), ",");
   FUNCTION(basp_comm_export_cost_model, basp_status_t, (basp_comm_t, char*, size_t, size_t*), ",");
-  FUNCTION(basp_comm_import_cost_model, basp_status_t, (basp_comm_t, const char*), "");
+  FUNCTION(basp_comm_import_cost_model, basp_status_t, (basp_comm_t, const char*), ",");
+  FUNCTION(basp_scatter_start, basp_status_t,
+           (basp_plan_t, int32_t, int32_t, int64_t, const void* const*, void* const*, void*), ",");
+  FUNCTION(basp_gather_start, basp_status_t,
+           (basp_plan_t, int32_t, int32_t, int64_t, const void* const*, void* const*, void*), ",");
+  FUNCTION(basp_scatter_test, basp_status_t, (basp_plan_t, int32_t, int32_t*), ",");
+  FUNCTION(basp_gather_test, basp_status_t, (basp_plan_t, int32_t, int32_t*), ",");
+  FUNCTION(basp_scatter_wait, basp_status_t, (basp_plan_t, int32_t), ",");
+  FUNCTION(basp_gather_wait, basp_status_t, (basp_plan_t, int32_t), "");
   printf("},\n");
 
   printf("\"constants\": {\n");
