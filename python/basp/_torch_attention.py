@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from . import _arrays
 from ._abi import Layout
 from ._torch_exchange import head_gather, head_scatter
+from ._torch_pipeline import check_chunks, pipelined
 from ._torch_plans import AttentionPlans, empty_output
 from .batch import Batch
 from .comm import Comm
@@ -125,6 +126,9 @@ class BaspAttention(torch.nn.Module):
                     (DeepSeek-V2/V3: q and k of 192, v of 128). Q, K and V still travel in one exchange (a plan of
                     per-tensor head sizes), the output in one of Dv; the attention functions get v [.., Dv] and must
                     return [.., Dv] (SDPA, explicit_attention and packed_attention do)
+    chunks          C >= 1 (default 1: one scatter and one gather): the exchanges cut into C chunks of each rank's
+                    query heads, attention on chunk c beside scatter c + 1 and gather c - 1 (capped at the plans'
+                    max_head_chunks; eager only; not with batch plans); docs/python.md, "The pipelined layer"
 
     Batch plans (THD, a comm made with batch_capacity): forward(q, k, v, batch=batch), batch a basp.Batch
     (comm.partition_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over
@@ -136,9 +140,11 @@ class BaspAttention(torch.nn.Module):
     def __init__(self, comm: Comm, num_heads: int, head_dim: int, num_kv_heads: Optional[int] = None,
                  causal: bool = False, attention: Optional[AttentionFn] = None,
                  layout: LayoutLike = Layout.BSHD, token_capacity: Optional[int] = None,
-                 varlen_attention: Optional[VarlenAttentionFn] = None, v_head_dim: Optional[int] = None) -> None:
+                 varlen_attention: Optional[VarlenAttentionFn] = None, v_head_dim: Optional[int] = None,
+                 chunks: int = 1) -> None:
         super().__init__()
         where = "basp.torch.BaspAttention"
+        self.chunks = check_chunks(where, chunks)
         if not isinstance(comm, Comm):
             raise invalid_argument("%s: comm (a %s) is not a basp.Comm" % (where, type(comm).__name__))
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -316,9 +322,13 @@ class BaspAttention(torch.nn.Module):
         if seq_len is None:
             seq_len = q.shape[s_dim] * self.comm.group_size
         qkv_id, out_id, kv_map = self._ids(seq_len, q.dtype, q.device)
-        qh, kh, vh = head_scatter(qkv_id, q, k, v)
         # -> [b, h, S, D] for the attention function.
         to_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (1, 2, 0, 3)
+        if self.chunks > 1:
+            return pipelined(self._plans[self._key(seq_len, q.dtype, q.device)], self.chunks, None,
+                             lambda x: x.permute(*to_bhsd), lambda a, b, c: self.attention(a, b, c, self.causal),
+                             q, k, v)
+        qh, kh, vh = head_scatter(qkv_id, q, k, v)
         qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
@@ -360,12 +370,28 @@ class BaspAttention(torch.nn.Module):
             # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly. The
             # library reads them on the host.
             cu_host = cu_t.to(device="cpu", dtype=torch.int64)
+        if self.chunks > 1 and batch is None and cu_list is not None:
+            return pipelined(self._plans[self._key(None, q.dtype, q.device)], self.chunks, int(num_tokens),
+                             lambda x: x, lambda a, b, c: self._thd_attention(a, b, c, cu_seqlens, cu_t, cu_list,
+                                                                              max_seqlen), q, k, v, cu_list)
+        if self.chunks > 1:
+            raise invalid_argument("%s: chunks > 1 takes cu_seqlens as a list of ints, without batch plans" % where)
         qh, kh, vh = head_scatter(qkv_id, q, k, v, num_tokens=num_tokens, cu_seqlens=cu_host)  # [T, h, D]
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
         if not qh.shape[1]:
             out = empty_output(qh, self.v_head_dim)  # no query heads here: nothing to compute
-        elif self.varlen_attention is not None:
+        else:
+            out = self._thd_attention(qh, kh, vh, cu_seqlens, cu_t, cu_list, max_seqlen)
+        (out,) = head_gather(out_id, out.contiguous(), num_tokens=num_tokens, cu_seqlens=cu_host)
+        return out
+
+    def _thd_attention(self, qh: torch.Tensor, kh: torch.Tensor, vh: torch.Tensor, cu_seqlens: CuSeqlens,
+                       cu_t: torch.Tensor, cu_list: Optional[List[int]], max_seqlen: Optional[int]) -> torch.Tensor:
+        """Attention on head-sharded [T, h, D] tensors of at least one head (K/V expanded), by the layer's rule."""
+        where = "basp.torch.BaspAttention"
+        q = qh
+        if self.varlen_attention is not None:
             cu_dev = cu_t.to(device=q.device, dtype=torch.int32)
             if max_seqlen is None:
                 if cu_list is None:
@@ -383,7 +409,6 @@ class BaspAttention(torch.nn.Module):
                     doc = [x[begin:end].transpose(0, 1).unsqueeze(0) for x in (qh, kh, vh)]
                     pieces.append(self.attention(doc[0], doc[1], doc[2], self.causal)[0].transpose(0, 1))
             out = torch.cat(pieces)
-        (out,) = head_gather(out_id, out.contiguous(), num_tokens=num_tokens, cu_seqlens=cu_host)
         return out
 
     def close(self) -> None:
