@@ -10,9 +10,10 @@
 // A chunk of no bytes (a peer without heads or tokens) is not sent at all: both sides know its size.
 // A head chunk (plan/head_chunks.h) moves the same way its heads' part of each row: packed in its own piece of
 // the workspace (ExchangePlan::workspace_offset), received into or sent from the head-sharded tensor through a
-// strided datatype made per execute.
+// strided datatype, kept per shape (chunk_type).
 // The data receives are posted before the control round, the sends after it: a mismatched exchange sends nothing,
 // and its receives, which nothing matched, are cancelled.
+#include <array>
 #include <climits>
 #include <utility>
 
@@ -98,6 +99,18 @@ class P2pPath final : public ExchangePath {
   }
 
  private:
+  struct ChunkShape {
+    int64_t moved, row, blocks, block_rows, stride_rows;
+    bool operator==(const ChunkShape& o) const {
+      return moved == o.moved && row == o.row && blocks == o.blocks && block_rows == o.block_rows &&
+             stride_rows == o.stride_rows;
+    }
+  };
+  struct KeptType {
+    ChunkShape shape{};
+    OwnedType type;
+    uint64_t used = 0;
+  };
   struct Types {
     OwnedType head_row;                 // one row of this rank's head-sharded tensor
     std::vector<OwnedType> seq_row;     // per position j: the heads of j of one sequence-side row
@@ -157,23 +170,34 @@ class P2pPath final : public ExchangePath {
   }
 
   // A head chunk's rows of position j in this rank's head-sharded tensor t, from its first moved head: the moved
-  // bytes of each row, whole rows apart. Made per execute (its row bytes and, for THD, its rows depend on the
-  // call), into a slot made at construction.
+  // bytes of each row, whole rows apart. Its shape depends on the chunk's head count and, for THD, on the call's
+  // rows; the two last shapes of each (t, j) are kept, so the chunks of a round, whose head counts differ by at
+  // most one, make their datatypes once and later rounds of the same shapes make none.
   MPI_Datatype chunk_type(const layout::Geometry& g, int32_t t, int32_t j) {
+    const ChunkShape shape{g.moved_row_bytes(g.me), g.head_row_bytes(g.me), g.num_blocks(), g.block_rows(j),
+                           g.num_blocks() > 1 ? g.block_stride_rows() : g.block_rows(j)};
+    auto& kept =
+        chunk_types_[static_cast<size_t>(t) * static_cast<size_t>(c_.plan->group_size) + static_cast<size_t>(j)];
+    for (KeptType& k : kept) {
+      if (k.type.get() != MPI_DATATYPE_NULL && k.shape == shape) {
+        k.used = ++uses_;
+        return k.type.get();
+      }
+    }
+    KeptType& slot = kept[0].used <= kept[1].used ? kept[0] : kept[1];  // the older one
     MPI_Datatype bytes = MPI_DATATYPE_NULL;
-    BASP_MPI_CHECK(MPI_Type_contiguous(to_int(g.moved_row_bytes(g.me), "row bytes"), MPI_BYTE, &bytes));
+    BASP_MPI_CHECK(MPI_Type_contiguous(to_int(shape.moved, "row bytes"), MPI_BYTE, &bytes));
     const OwnedType moved(bytes);
     MPI_Datatype row = MPI_DATATYPE_NULL;
-    BASP_MPI_CHECK(MPI_Type_create_resized(bytes, 0, g.head_row_bytes(g.me), &row));
+    BASP_MPI_CHECK(MPI_Type_create_resized(bytes, 0, shape.row, &row));
     const OwnedType strided(row);
     MPI_Datatype rows = MPI_DATATYPE_NULL;
-    BASP_MPI_CHECK(MPI_Type_vector(to_int(g.num_blocks(), "blocks"), to_int(g.block_rows(j), "block rows"),
-                                   to_int(g.num_blocks() > 1 ? g.block_stride_rows() : g.block_rows(j), "block stride"),
-                                   row, &rows));
-    OwnedType& slot =
-        chunk_types_[static_cast<size_t>(t) * static_cast<size_t>(c_.plan->group_size) + static_cast<size_t>(j)];
-    slot = OwnedType(rows);
+    BASP_MPI_CHECK(MPI_Type_vector(to_int(shape.blocks, "blocks"), to_int(shape.block_rows, "block rows"),
+                                   to_int(shape.stride_rows, "block stride"), row, &rows));
+    slot.type = OwnedType(rows);
     BASP_MPI_CHECK(MPI_Type_commit(&rows));
+    slot.shape = shape;
+    slot.used = ++uses_;
     return rows;
   }
 
@@ -262,7 +286,8 @@ class P2pPath final : public ExchangePath {
   std::vector<int32_t> request_peer_;    // the peer of each request, for timeout messages
   std::vector<int32_t> request_tensor_;  // the tensor of each request
   std::vector<layout::RowPlace> places_;
-  std::vector<OwnedType> chunk_types_;  // [t * K + j]: chunk_type of the current execute
+  std::vector<std::array<KeptType, 2>> chunk_types_;  // [t * K + j]: chunk_type's last two shapes
+  uint64_t uses_ = 0;                                 // chunk_type's clock: the older kept type is replaced
   size_t nreq_ = 0;
 };
 
