@@ -325,9 +325,9 @@ class BaspAttention(torch.nn.Module):
         # -> [b, h, S, D] for the attention function.
         to_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (1, 2, 0, 3)
         if self.chunks > 1:
-            return pipelined(self._plans[self._key(seq_len, q.dtype, q.device)], self.chunks, None,
-                             lambda x: x.permute(*to_bhsd), lambda a, b, c: self.attention(a, b, c, self.causal),
-                             q, k, v)
+            plans = self._plans[self._key(seq_len, q.dtype, q.device)]
+            return pipelined(plans, self.chunks, None, lambda x: x.permute(*to_bhsd),
+                             lambda a, b, c: self.attention(a, b, c, self.causal), q, k, v, kv=plans.kv_map)
         qh, kh, vh = head_scatter(qkv_id, q, k, v)
         qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
         if kv_map is not None:
@@ -371,9 +371,10 @@ class BaspAttention(torch.nn.Module):
             # library reads them on the host.
             cu_host = cu_t.to(device="cpu", dtype=torch.int64)
         if self.chunks > 1 and batch is None and cu_list is not None:
-            return pipelined(self._plans[self._key(None, q.dtype, q.device)], self.chunks, int(num_tokens),
-                             lambda x: x, lambda a, b, c: self._thd_attention(a, b, c, cu_seqlens, cu_t, cu_list,
-                                                                              max_seqlen), q, k, v, cu_list)
+            plans = self._plans[self._key(None, q.dtype, q.device)]
+            return pipelined(plans, self.chunks, int(num_tokens), lambda x: x,
+                             lambda a, b, c: self._thd_attention(a, b, c, cu_seqlens, cu_t, cu_list, max_seqlen),
+                             q, k, v, cu_list, kv=plans.kv_map)
         if self.chunks > 1:
             raise invalid_argument("%s: chunks > 1 takes cu_seqlens as a list of ints, without batch plans" % where)
         qh, kh, vh = head_scatter(qkv_id, q, k, v, num_tokens=num_tokens, cu_seqlens=cu_host)  # [T, h, D]

@@ -44,6 +44,9 @@ import torch
 
 from ._abi import Layout
 from ._torch_attention import compiling, check_layer_call
+from ._torch_auto_chunks import ChunkChooser
+from ._head_chunks import HeadChunkChoice
+from ._torch_pipeline import check_chunks, pipelined
 from ._torch_plans import AttentionPlans, empty_output
 from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter
 from .comm import Comm
@@ -118,6 +121,14 @@ class DistributedAttention(torch.nn.Module):
     micro_batch      B, sequences per micro-batch: required with a ProcessGroup (the BASP groups depend on it);
                      with a basp.Comm, None or comm.micro_batch
     num_groups       with a ProcessGroup: G (None: gcd(N, B), the BASP rule; 1: Ulysses, DeepSpeed's data layout)
+    chunks           C >= 1 (default 1) or "auto": the exchanges cut into C chunks of each rank's query heads,
+                     local_attention called once per chunk on that chunk's query heads (with the same args and
+                     kwargs), beside scatter c + 1 and gather c - 1 (capped at the plans' max_head_chunks; eager
+                     only; not with rotary_pos_emb). Each call then gets K/V expanded to one head per query head
+                     wherever this rank's query heads do not read its K/V heads one to one (GQA): a plain attention
+                     that repeats K/V by Hq_l / Hkv_l works. "auto": the first forward of each shape runs with C = 1,
+                     timing local_attention, and C comes from basp.Plan.choose_head_chunks (collective: the same C on
+                     every rank); last_chunk_choice and last_attention_seconds hold that decision.
 
     Each rank's inputs hold b_loc = B/G sequences (with Ulysses, all B) and its tokens of each: with K dividing S,
     S/K contiguous tokens in group-position order; otherwise pass seq_len=S to forward (the tokens are split as
@@ -129,8 +140,10 @@ class DistributedAttention(torch.nn.Module):
     def __init__(self, local_attention: Callable[..., torch.Tensor], comm: Any, scatter_idx: int = 2,
                  gather_idx: int = 0, sp_stream: Any = None, num_kv_heads: Optional[int] = None, *,
                  micro_batch: Optional[int] = None, num_groups: Optional[int] = None,
-                 timeout_ms: Optional[int] = None) -> None:
+                 timeout_ms: Optional[int] = None, chunks: Any = 1) -> None:
         super().__init__()
+        self.chunks = check_chunks(WHERE, chunks)
+        self._chooser = ChunkChooser(WHERE)
         if not callable(local_attention):
             raise invalid_argument("%s: local_attention (a %s) is not callable" % (
                 WHERE, type(local_attention).__name__))
@@ -173,6 +186,17 @@ class DistributedAttention(torch.nn.Module):
                 WHERE, type(comm).__name__))
         self.comm: Comm = comm
         self._plans: Dict[PlanKey, AttentionPlans] = {}
+        self._expand: Dict[PlanKey, Optional[torch.Tensor]] = {}  # the pipeline's K/V index per shape
+
+    @property
+    def last_chunk_choice(self) -> Optional[HeadChunkChoice]:
+        """chunks="auto": the library's answer for the last shape measured (None before any)."""
+        return self._chooser.last_chunk_choice
+
+    @property
+    def last_attention_seconds(self) -> Optional[float]:
+        """chunks="auto": this rank's measured local_attention seconds that the last choice was asked with."""
+        return self._chooser.last_attention_seconds
 
     # -- plans ---------------------------------------------------------------------------------------------------
 
@@ -246,6 +270,42 @@ class DistributedAttention(torch.nn.Module):
         bdi = _int_arg("batch_dim_idx", batch_dim_idx, (0, 1), "the batch dimension of query, key and value")
         layout = Layout.BSHD if bdi == 0 else Layout.SBHD
         s_dim = 1 - bdi
+        hq, hkv, head_dim, v_head_dim = self._check_qkv(query, key, value, bdi)
+        if rotary_pos_emb is not None and self.chunks != 1:
+            raise invalid_argument("%s: rotary_pos_emb is not taken with chunks=%r (the pipelined layer applies no "
+                                   "embedding after its exchanges): apply it before the layer, or use chunks=1" % (
+                                       WHERE, self.chunks))
+        rotary = None if rotary_pos_emb is None else self._rotary_tables(rotary_pos_emb, head_dim)
+        if seq_len is None:
+            seq_len = query.shape[s_dim] * self.comm.group_size
+        elif isinstance(seq_len, bool) or not isinstance(seq_len, _INTS) or seq_len <= 0:
+            raise invalid_argument("%s: seq_len (%r) must be a positive int, the full sequence length" % (
+                WHERE, seq_len))
+        pkey = self._key(layout, seq_len, hq, hkv, head_dim, v_head_dim, query.dtype, query.device)
+        plans = self._get(pkey)
+        self._check_tokens(query, plans, bdi, seq_len)
+        chunks = self._chooser.chunks_for(self.chunks, pkey)
+        if chunks is not None and chunks > 1:
+            return pipelined(plans, chunks, None, lambda x: x,
+                             lambda q, k, v: self._local(q, k, v, v_head_dim, args, kwargs), query, key, value,
+                             axis=2, kv=self._expand_map(pkey, plans))
+        q, k, v = head_scatter(plans.qkv_id, query, key, value)
+        if rotary is not None:
+            cos, sin = rotary
+            q, k = rotate_half_embedding(q, cos, sin).to(q.dtype), rotate_half_embedding(k, cos, sin).to(k.dtype)
+        if plans.kv_map is not None:
+            k, v = k.index_select(2, plans.kv_map), v.index_select(2, plans.kv_map)
+        if q.shape[2] == 0:
+            context = empty_output(q, v_head_dim)  # no query heads on this rank (Hq < K): nothing to compute
+        else:
+            context = self._local(q, k, v, v_head_dim, args, kwargs)
+        (output,) = head_gather(plans.out_id, context.contiguous())
+        if chunks is None:
+            self._chooser.choose(pkey, plans, None)
+        return output
+
+    def _check_qkv(self, query: Any, key: Any, value: Any, bdi: int) -> Tuple[int, int, int, int]:
+        """forward's checks of query, key and value: (Hq, Hkv, D, Dv)."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             if not isinstance(x, torch.Tensor) or x.dim() != 4:
                 raise invalid_argument("%s: %s must be a 4-d torch.Tensor (%s), got %s" % (
@@ -269,13 +329,11 @@ class DistributedAttention(torch.nn.Module):
             raise invalid_argument("%s: key has %d heads, which does not divide query's %d (GQA)" % (WHERE, hkv, hq))
         if self.num_kv_heads is not None and hkv != self.num_kv_heads:
             raise invalid_argument("%s: num_kv_heads (%d) is not key's %d heads" % (WHERE, self.num_kv_heads, hkv))
-        rotary = None if rotary_pos_emb is None else self._rotary_tables(rotary_pos_emb, head_dim)
-        if seq_len is None:
-            seq_len = query.shape[s_dim] * self.comm.group_size
-        elif isinstance(seq_len, bool) or not isinstance(seq_len, _INTS) or seq_len <= 0:
-            raise invalid_argument("%s: seq_len (%r) must be a positive int, the full sequence length" % (
-                WHERE, seq_len))
-        plans = self._get(self._key(layout, seq_len, hq, hkv, head_dim, v_head_dim, query.dtype, query.device))
+        return hq, hkv, head_dim, v_head_dim
+
+    def _check_tokens(self, query: torch.Tensor, plans: AttentionPlans, bdi: int, seq_len: int) -> None:
+        """query holds this rank's sequences and tokens of the plans."""
+        s_dim = 1 - bdi
         local_tokens = plans.qkv.info.token_end - plans.qkv.info.token_begin
         if query.shape[bdi] != plans.qkv.info.local_sequences or query.shape[s_dim] != local_tokens:
             raise invalid_argument("%s: query has shape %s, with %d sequences in dim batch_dim_idx (%d) and %d "
@@ -285,27 +343,26 @@ class DistributedAttention(torch.nn.Module):
                                        plans.qkv.info.local_sequences, self.comm.micro_batch, self.comm.num_groups,
                                        local_tokens, seq_len, self.comm.group_size,
                                        "" if seq_len % self.comm.group_size == 0 else ", tensor_split"))
-        q, k, v = head_scatter(plans.qkv_id, query, key, value)
-        if rotary is not None:
-            cos, sin = rotary
-            q, k = rotate_half_embedding(q, cos, sin).to(q.dtype), rotate_half_embedding(k, cos, sin).to(k.dtype)
-        if plans.kv_map is not None:
-            k, v = k.index_select(2, plans.kv_map), v.index_select(2, plans.kv_map)
+
+    def _expand_map(self, pkey: PlanKey, plans: AttentionPlans) -> Optional[torch.Tensor]:
+        """The pipeline's K/V index: the local K/V head of each local query head, None where head i reads i."""
+        if pkey not in self._expand:
+            identity = plans.kv == list(range(plans.local_kv_heads))
+            self._expand[pkey] = None if identity else torch.tensor(plans.kv, dtype=torch.long, device=pkey[7])
+        return self._expand[pkey]
+
+    def _local(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, v_head_dim: int, args: Tuple[Any, ...],
+               kwargs: Dict[str, Any]) -> torch.Tensor:
+        """local_attention(q, k, v, *args, **kwargs) (timed for chunks="auto"), its answer checked."""
         expected = q.shape[:3] + (v_head_dim,)
-        if q.shape[2] == 0:
-            context = empty_output(q, v_head_dim)  # no query heads on this rank (Hq < K): nothing to compute
-        else:
-            context = self.local_attn(q, k, v, *args, **kwargs)
-            if (not isinstance(context, torch.Tensor) or context.shape != expected or context.dtype != q.dtype
-                    or context.device != q.device):
-                raise invalid_argument("%s: local_attention returned %s; expected %s %s on %s (the layout of q, "
-                                       "value's head size)" % (
-                                           WHERE, "%s %s on %s" % (tuple(context.shape), context.dtype,
-                                                                   context.device)
-                                           if isinstance(context, torch.Tensor) else "a %s" % type(context).__name__,
-                                           tuple(expected), q.dtype, q.device))
-        (output,) = head_gather(plans.out_id, context.contiguous())
-        return output
+        context = self._chooser.call(self.local_attn, q.device, q, k, v, *args, **kwargs)
+        if (not isinstance(context, torch.Tensor) or context.shape != expected or context.dtype != q.dtype
+                or context.device != q.device):
+            got = ("%s %s on %s" % (tuple(context.shape), context.dtype, context.device)
+                   if isinstance(context, torch.Tensor) else "a %s" % type(context).__name__)
+            raise invalid_argument("%s: local_attention returned %s; expected %s %s on %s (the layout of q, value's "
+                                   "head size)" % (WHERE, got, tuple(expected), q.dtype, q.device))
+        return context
 
     @staticmethod
     def _rotary_tables(rotary_pos_emb: Any, head_dim: int) -> Tuple[torch.Tensor, torch.Tensor]:

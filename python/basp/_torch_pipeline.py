@@ -17,7 +17,8 @@ from . import _library
 from ._torch_plans import AttentionPlans
 from .errors import invalid_argument
 
-# attend(q, k, v) -> out on chunk views in the attention layout ([b, h, S, D], or THD [T, h, D]); head axis 1.
+# attend(q, k, v) -> out on chunk views in the attention layout (BaspAttention: [b, h, S, D], or THD [T, h, D], head
+# axis 1; DistributedAttention: the exchange's own [S, b, h, D] or [b, S, h, D], head axis 2).
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 ToAttention = Callable[[torch.Tensor], torch.Tensor]
 
@@ -42,9 +43,10 @@ def _alias(x: torch.Tensor) -> torch.Tensor:
 class _State:
     """What the forward leaves for the backward: the plans, the chunk leaves and outputs, the views."""
 
-    def __init__(self, plans: AttentionPlans, chunks: int, tokens: Optional[int], to_att: ToAttention,
+    def __init__(self, plans: AttentionPlans, chunks: int, tokens: Optional[int], to_att: ToAttention, axis: int,
                  kv: Optional[torch.Tensor], cu: Optional[List[int]]) -> None:
         self.plans, self.chunks, self.tokens, self.to_att, self.kv = plans, chunks, tokens, to_att, kv
+        self.axis = axis  # the head axis of the attention layout
         self.cu = cu  # THD: the documents, set on both plans before each pipeline (forward and backward)
         self.leaves: List[Tuple[torch.Tensor, ...]] = []
         self.outs: List[Optional[torch.Tensor]] = []
@@ -59,14 +61,14 @@ class _State:
 def _attend_chunk(state: _State, attend: Attend, qh: torch.Tensor, kh: torch.Tensor, vh: torch.Tensor,
                   kx: Optional[torch.Tensor], vx: Optional[torch.Tensor], a: int, b: int) -> Optional[torch.Tensor]:
     """Attention on local query heads [a, b) with autograd inside; the leaves and output kept for the backward."""
-    to_att = state.to_att
-    q = to_att(qh)[:, a:b]
+    to_att, axis = state.to_att, state.axis
+    q = to_att(qh).narrow(axis, a, b - a)
     if state.kv is None:
-        k, v = to_att(kh)[:, a:b], to_att(vh)[:, a:b]
+        k, v = to_att(kh).narrow(axis, a, b - a), to_att(vh).narrow(axis, a, b - a)
     else:
-        kx[:, a:b].copy_(to_att(kh).index_select(1, state.kv[a:b]))
-        vx[:, a:b].copy_(to_att(vh).index_select(1, state.kv[a:b]))
-        k, v = kx[:, a:b], vx[:, a:b]
+        k, v = kx.narrow(axis, a, b - a), vx.narrow(axis, a, b - a)
+        k.copy_(to_att(kh).index_select(axis, state.kv[a:b]))
+        v.copy_(to_att(vh).index_select(axis, state.kv[a:b]))
     leaves = tuple(_alias(x).requires_grad_() for x in (q, k, v))
     state.leaves.append(leaves)
     if b == a:
@@ -90,8 +92,9 @@ class PipelinedAttention(torch.autograd.Function):
         out_h = _empty(plans.out, 0, "head", tokens, q)
         out = _empty(plans.out, 0, "seq", tokens, q)
         state.set_documents()
+        # K/V expanded to one head per query head: contiguous, as index_select over the whole heads makes them.
         expanded = state.kv is not None
-        kx = torch.empty_like(to_att(heads[0])) if expanded else None
+        kx = torch.empty(to_att(heads[0]).shape, dtype=q.dtype, device=q.device) if expanded else None
         vx = torch.empty(to_att(heads[0]).shape[:-1] + (heads[2].shape[-1],), dtype=q.dtype,
                          device=q.device) if expanded else None
         local = heads[0].shape[-2]
@@ -105,7 +108,7 @@ class PipelinedAttention(torch.autograd.Function):
             state.heads.append((a, b))
             o = _attend_chunk(state, attend, heads[0], heads[1], heads[2], kx, vx, a, b)
             if o is not None:
-                to_att(out_h)[:, a:b].copy_(o.detach())
+                to_att(out_h).narrow(state.axis, a, b - a).copy_(o.detach())
             gathers.append(plans.out.gather_start([out_h], [out], c, chunks, num_tokens=tokens))
             if c > 0:
                 gathers[c - 1].wait()
@@ -116,7 +119,7 @@ class PipelinedAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         state = ctx.state
-        plans, chunks, tokens, to_att = state.plans, state.chunks, state.tokens, state.to_att
+        plans, chunks, tokens, to_att, axis = state.plans, state.chunks, state.tokens, state.to_att, state.axis
         d_out = [grad.contiguous()]
         d_out_h = _empty(plans.out, 0, "head", tokens, grad)
         d_heads = [_empty(plans.qkv, 0, "head", tokens, grad)]
@@ -134,14 +137,14 @@ class PipelinedAttention(torch.autograd.Function):
             a, b = state.heads[c]
             if state.outs[c] is not None:
                 leaves = state.leaves[c]
-                gq, gk, gv = torch.autograd.grad(state.outs[c], leaves, to_att(d_out_h)[:, a:b])
-                to_att(d_heads[0])[:, a:b].copy_(gq)
+                gq, gk, gv = torch.autograd.grad(state.outs[c], leaves, to_att(d_out_h).narrow(axis, a, b - a))
+                to_att(d_heads[0]).narrow(axis, a, b - a).copy_(gq)
                 if state.kv is None:
-                    to_att(d_heads[1])[:, a:b].copy_(gk)
-                    to_att(d_heads[2])[:, a:b].copy_(gv)
+                    to_att(d_heads[1]).narrow(axis, a, b - a).copy_(gk)
+                    to_att(d_heads[2]).narrow(axis, a, b - a).copy_(gv)
                 else:
-                    to_att(d_heads[1]).index_add_(1, state.kv[a:b], gk)
-                    to_att(d_heads[2]).index_add_(1, state.kv[a:b], gv)
+                    to_att(d_heads[1]).index_add_(axis, state.kv[a:b], gk)
+                    to_att(d_heads[2]).index_add_(axis, state.kv[a:b], gv)
             gathers.append(plans.qkv.gather_start(d_heads, d_ins, c, chunks, num_tokens=tokens))
             if c > 0:
                 gathers[c - 1].wait()
@@ -161,14 +164,17 @@ def check_chunks(where: str, chunks: Any) -> int:
 
 
 def pipelined(plans: AttentionPlans, chunks: int, tokens: Optional[int], to_att: ToAttention, attend: Attend,
-              q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: Optional[List[int]] = None) -> torch.Tensor:
-    """The pipelined layer's output (chunks capped at the plans' max_head_chunks, the same on every rank). Eager
-    only: torch.compile cannot trace the ctypes calls of the pipeline."""
+              q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: Optional[List[int]] = None, axis: int = 1,
+              kv: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The pipelined layer's output (chunks capped at the plans' max_head_chunks, the same on every rank). to_att
+    maps a head-sharded tensor to the attention layout, whose head axis is `axis`; kv: the local K/V head each local
+    query head reads (None: head i reads i), K/V then expanded to one head per query head. Eager only: torch.compile
+    cannot trace the ctypes calls of the pipeline."""
     if compiling():
         raise invalid_argument("basp.torch: chunks > 1 runs eagerly only for now: torch.compile cannot trace the "
                                "pipelined exchanges (make the layer with chunks=1 to compile it)")
     most = min(plans.qkv.max_head_chunks, plans.out.max_head_chunks)
-    state = _State(plans, max(1, min(chunks, most)), tokens, to_att, plans.kv_map, cu)
+    state = _State(plans, max(1, min(chunks, most)), tokens, to_att, axis, kv, cu)
     return PipelinedAttention.apply(state, attend, q, k, v)
 
 

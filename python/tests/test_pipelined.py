@@ -1,13 +1,15 @@
-"""BaspAttention(..., chunks=C), the pipelined layer (head chunks of the scatter and gather beside attention):
-outputs and input gradients bit-identical (torch.equal) to chunks=1 for C = 2 and 4 (capped at the plans' maximum),
-for GQA with uneven heads and tokens (replicated K/V heads among them), BSHD, SBHD and THD, on data that is a
-function of global coordinates. Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
+"""BaspAttention(..., chunks=C) and DistributedAttention(..., chunks=C), the pipelined layers (head chunks of the
+scatter and gather beside attention): outputs and input gradients bit-identical (torch.equal) to chunks=1 for C = 2
+and 4 (capped at the plans' maximum), for GQA with uneven heads and tokens (replicated K/V heads among them), BSHD,
+SBHD and THD (DistributedAttention: batch_dim_idx 0 and 1, a local attention repeating K/V by Hq_l / Hkv_l and taking
+causal through kwargs), on data that is a function of global coordinates. Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
 when the heads' rows keep their alignment (with a head size of 5 its backward differs in the last bits).
 
 Run under mpirun (CTest: 2 and 4 ranks)."""
 import sys
 
 import torch
+import torch.nn.functional as F
 from mpi4py import MPI
 
 import basp
@@ -90,6 +92,50 @@ def test_thd():
                          {"cu_seqlens": cu})
 
 
+def ulysses_attention(batch_dim_idx):
+    """A DistributedAttention local attention on [b, S, h, D] (batch_dim_idx 0) or [S, b, h, D] (1): K/V repeated
+    by h_q / h_kv (grouped order), then SDPA per head."""
+    to_bhsd = (0, 2, 1, 3) if batch_dim_idx == 0 else (1, 2, 0, 3)
+    back = (0, 2, 1, 3) if batch_dim_idx == 0 else (2, 0, 1, 3)
+
+    def attend(q, k, v, causal=False):
+        r = q.shape[2] // k.shape[2]
+        if r > 1:
+            k, v = k.repeat_interleave(r, dim=2), v.repeat_interleave(r, dim=2)
+        q, k, v = (x.permute(*to_bhsd) for x in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal).permute(*back)
+    return attend
+
+
+def check_distributed(comm, bdi, seq_len, hq, hkv, what):
+    layout = "bshd" if bdi == 0 else "sbhd"
+    tensors = local_inputs(comm, layout, comm.micro_batch, seq_len, hq, hkv,
+                           2000 + hq * 10 + hkv)
+    call = {"seq_len": seq_len, "causal": bdi == 1}
+    one = bt.DistributedAttention(ulysses_attention(bdi), comm)
+    want = forward_backward(one, tensors, batch_dim_idx=bdi, **call)
+    most = one._plans[next(iter(one._plans))].qkv.max_head_chunks
+    for chunks in (2, 4):
+        layer = bt.DistributedAttention(ulysses_attention(bdi), comm, chunks=chunks)
+        for step in range(2):
+            got = forward_backward(layer, tensors, batch_dim_idx=bdi, **call)
+            for name, g, w in zip(("output", "dq", "dk", "dv"), got, want):
+                check.true(torch.equal(g, w), "%s, chunks=%d (max %d), step %d: %s differs from chunks=1 by %g"
+                           % (what, chunks, most, step, name, (g - w).abs().max().item() if g.numel() else 0))
+        layer.close()
+    one.close()
+
+
+def test_distributed_attention():
+    for micro_batch in sorted({1, 2} if N % 2 == 0 else {1}):
+        with basp.Comm(WORLD, micro_batch=micro_batch) as comm:
+            k = comm.group_size
+            for bdi in (0, 1):
+                for hq, hkv in head_cases(k):
+                    check_distributed(comm, bdi, 2 * k + 1, hq, hkv,
+                                      "DistributedAttention batch_dim_idx=%d K=%d Hq=%d Hkv=%d" % (bdi, k, hq, hkv))
+
+
 def test_chunks_argument():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         invalid = basp.Status.ERROR_INVALID_ARGUMENT
@@ -97,6 +143,13 @@ def test_chunks_argument():
                               (True, "chunks (True, a bool)"), (2.0, "chunks (2.0, a float)")):
             expect_error(lambda: bt.BaspAttention(comm, 4, D, chunks=bad), invalid, fragment)
         check.equal(bt.BaspAttention(comm, 4, D).chunks, 1, "default")
+        attend = ulysses_attention(1)
+        for bad, fragment in ((0, "chunks (0) must be at least 1"), (2.5, "chunks (2.5, a float)")):
+            expect_error(lambda: bt.DistributedAttention(attend, comm, chunks=bad), invalid, fragment)
+        layer = bt.DistributedAttention(attend, comm, chunks=2)
+        q = torch.zeros(1, 1, 4, D)
+        cos = torch.ones(1, 1, 1, D)
+        expect_error(lambda: layer(q, q, q, 1, (cos, cos)), invalid, "rotary_pos_emb is not taken with chunks=2")
 
 
 if __name__ == "__main__":
