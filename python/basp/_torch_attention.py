@@ -10,8 +10,10 @@ import torch.nn.functional as F
 
 from . import _arrays
 from ._abi import Layout
+from ._head_chunks import HeadChunkChoice
+from ._torch_auto_chunks import ChunkChooser
 from ._torch_exchange import head_gather, head_scatter
-from ._torch_pipeline import check_chunks, pipelined
+from ._torch_pipeline import check_chunks, compiling, pipelined
 from ._torch_plans import AttentionPlans, empty_output
 from .batch import Batch
 from .comm import Comm
@@ -75,12 +77,6 @@ def check_layer_call(where: str, comm: Comm, query: torch.Tensor) -> None:
             where, query.dtype))
 
 
-def compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing this call (False on PyTorch without torch.compiler)."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
-
-
 def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
                      causal: bool = False) -> torch.Tensor:
     """Attention over a packed stream [T, h, D] of documents (cu_seqlens: a 1-D tensor [0, ..., T] on q's device),
@@ -128,7 +124,11 @@ class BaspAttention(torch.nn.Module):
                     return [.., Dv] (SDPA, explicit_attention and packed_attention do)
     chunks          C >= 1 (default 1: one scatter and one gather): the exchanges cut into C chunks of each rank's
                     query heads, attention on chunk c beside scatter c + 1 and gather c - 1 (capped at the plans'
-                    max_head_chunks; eager only; not with batch plans); docs/python.md, "The pipelined layer"
+                    max_head_chunks; eager only; not with batch plans); docs/python.md, "The pipelined layer".
+                    "auto": the first forward of each shape (plan key) runs with C = 1, timing the attention calls,
+                    and C comes from basp.Plan.choose_head_chunks (collective: the same C on every rank), used from
+                    the next forward on; last_chunk_choice and last_attention_seconds hold that decision (batch
+                    plans: C = 1, nothing measured)
 
     Batch plans (THD, a comm made with batch_capacity): forward(q, k, v, batch=batch), batch a basp.Batch
     (comm.partition_batch's answer, or written by hand): groups of any size for this micro-batch, each attending over
@@ -145,6 +145,7 @@ class BaspAttention(torch.nn.Module):
         super().__init__()
         where = "basp.torch.BaspAttention"
         self.chunks = check_chunks(where, chunks)
+        self._chooser = ChunkChooser(where)
         if not isinstance(comm, Comm):
             raise invalid_argument("%s: comm (a %s) is not a basp.Comm" % (where, type(comm).__name__))
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -175,6 +176,16 @@ class BaspAttention(torch.nn.Module):
                 where, self.layout.name))
         self.token_capacity = None if token_capacity is None else int(token_capacity)
         self._plans: Dict[Tuple[int, Any, str], AttentionPlans] = {}
+
+    @property
+    def last_chunk_choice(self) -> Optional[HeadChunkChoice]:
+        """chunks="auto": the library's answer for the last shape measured (None before any)."""
+        return self._chooser.last_chunk_choice
+
+    @property
+    def last_attention_seconds(self) -> Optional[float]:
+        """chunks="auto": this rank's measured attention seconds that the last choice was asked with."""
+        return self._chooser.last_attention_seconds
 
     def _key(self, seq_len: Optional[int], dtype: Any, device: Union[torch.device, str]) -> Tuple[int, Any, str]:
         tokens = self.token_capacity if self.layout == Layout.THD else int(seq_len)
@@ -324,18 +335,23 @@ class BaspAttention(torch.nn.Module):
         qkv_id, out_id, kv_map = self._ids(seq_len, q.dtype, q.device)
         # -> [b, h, S, D] for the attention function.
         to_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (1, 2, 0, 3)
-        if self.chunks > 1:
-            plans = self._plans[self._key(seq_len, q.dtype, q.device)]
-            return pipelined(plans, self.chunks, None, lambda x: x.permute(*to_bhsd),
+        key = self._key(seq_len, q.dtype, q.device)
+        chunks = self._chooser.chunks_for(self.chunks, key)
+        if chunks is not None and chunks > 1:
+            plans = self._plans[key]
+            return pipelined(plans, chunks, None, lambda x: x.permute(*to_bhsd),
                              lambda a, b, c: self.attention(a, b, c, self.causal), q, k, v, kv=plans.kv_map)
         qh, kh, vh = head_scatter(qkv_id, q, k, v)
         qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
         if kv_map is not None:
             kh, vh = kh.index_select(1, kv_map), vh.index_select(1, kv_map)
         # A rank without query heads (Hq < K) has nothing to compute: its output is [b, 0, S, Dv].
-        out = self.attention(qh, kh, vh, self.causal) if qh.shape[1] else empty_output(qh, self.v_head_dim)
+        out = (self._chooser.call(self.attention, qh.device, qh, kh, vh, self.causal) if qh.shape[1]
+               else empty_output(qh, self.v_head_dim))
         from_bhsd = (0, 2, 1, 3) if self.layout == Layout.BSHD else (2, 0, 1, 3)
         (out,) = head_gather(out_id, out.permute(*from_bhsd).contiguous())
+        if chunks is None:
+            self._chooser.choose(key, self._plans[key], None)
         return out
 
     def _forward_thd(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: CuSeqlens,
@@ -370,12 +386,14 @@ class BaspAttention(torch.nn.Module):
             # The boundaries travel with the exchanges (MPI): a rank that packed other documents fails loudly. The
             # library reads them on the host.
             cu_host = cu_t.to(device="cpu", dtype=torch.int64)
-        if self.chunks > 1 and batch is None and cu_list is not None:
-            plans = self._plans[self._key(None, q.dtype, q.device)]
-            return pipelined(plans, self.chunks, int(num_tokens), lambda x: x,
+        key = self._key(None, q.dtype, q.device)
+        chunks = 1 if batch is not None and self.chunks == "auto" else self._chooser.chunks_for(self.chunks, key)
+        if chunks is not None and chunks > 1 and batch is None and cu_list is not None:
+            plans = self._plans[key]
+            return pipelined(plans, chunks, int(num_tokens), lambda x: x,
                              lambda a, b, c: self._thd_attention(a, b, c, cu_seqlens, cu_t, cu_list, max_seqlen),
                              q, k, v, cu_list, kv=plans.kv_map)
-        if self.chunks > 1:
+        if chunks is not None and chunks > 1:
             raise invalid_argument("%s: chunks > 1 takes cu_seqlens as a list of ints, without batch plans" % where)
         qh, kh, vh = head_scatter(qkv_id, q, k, v, num_tokens=num_tokens, cu_seqlens=cu_host)  # [T, h, D]
         if kv_map is not None:
@@ -383,8 +401,11 @@ class BaspAttention(torch.nn.Module):
         if not qh.shape[1]:
             out = empty_output(qh, self.v_head_dim)  # no query heads here: nothing to compute
         else:
-            out = self._thd_attention(qh, kh, vh, cu_seqlens, cu_t, cu_list, max_seqlen)
+            out = self._chooser.call(self._thd_attention, qh.device, qh, kh, vh, cu_seqlens, cu_t, cu_list,
+                                     max_seqlen)
         (out,) = head_gather(out_id, out.contiguous(), num_tokens=num_tokens, cu_seqlens=cu_host)
+        if chunks is None:
+            self._chooser.choose(key, self._plans[key], int(num_tokens))
         return out
 
     def _thd_attention(self, qh: torch.Tensor, kh: torch.Tensor, vh: torch.Tensor, cu_seqlens: CuSeqlens,

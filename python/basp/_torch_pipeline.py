@@ -153,11 +153,13 @@ class PipelinedAttention(torch.autograd.Function):
         return (None, None) + tuple(d_ins)
 
 
-def check_chunks(where: str, chunks: Any) -> int:
-    """The layer's chunks argument: an int >= 1 (1: the one-call exchanges)."""
+def check_chunks(where: str, chunks: Any) -> Any:
+    """The layer's chunks argument: an int >= 1 (1: the one-call exchanges) or "auto" (chosen per shape)."""
+    if isinstance(chunks, str) and chunks == "auto":
+        return chunks
     if isinstance(chunks, bool) or not isinstance(chunks, int):
         raise invalid_argument("%s: chunks (%r, a %s) must be an int >= 1 (the head chunks of the pipelined "
-                               "exchanges; 1: none)" % (where, chunks, type(chunks).__name__))
+                               "exchanges; 1: none) or 'auto'" % (where, chunks, type(chunks).__name__))
     if chunks < 1:
         raise invalid_argument("%s: chunks (%d) must be at least 1" % (where, chunks))
     return chunks
@@ -179,5 +181,6 @@ def pipelined(plans: AttentionPlans, chunks: int, tokens: Optional[int], to_att:
 
 
 def compiling() -> bool:
+    """Whether torch.compile (dynamo) is tracing this call (False on PyTorch without torch.compiler)."""
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())

@@ -2,11 +2,15 @@
 scatter and gather beside attention): outputs and input gradients bit-identical (torch.equal) to chunks=1 for C = 2
 and 4 (capped at the plans' maximum), for GQA with uneven heads and tokens (replicated K/V heads among them), BSHD,
 SBHD and THD (DistributedAttention: batch_dim_idx 0 and 1, a local attention repeating K/V by Hq_l / Hkv_l and taking
-causal through kwargs), on data that is a function of global coordinates. Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
+causal through kwargs), on data that is a function of global coordinates.
+chunks="auto" (both layers, BSHD and THD for BaspAttention): every forward bit-identical to chunks=1; the chosen C
+the same on every rank (allgathered); the layer's HeadChunkChoice equal to basp.Plan.choose_head_chunks asked here
+(not collectively) with the maximum over the group's ranks of the seconds each rank's layer measured. Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
 when the heads' rows keep their alignment (with a head size of 5 its backward differs in the last bits).
 
 Run under mpirun (CTest: 2 and 4 ranks)."""
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -136,10 +140,78 @@ def test_distributed_attention():
                                       "DistributedAttention batch_dim_idx=%d K=%d Hq=%d Hkv=%d" % (bdi, k, hq, hkv))
 
 
+def slow(attend):
+    """attend after a pause, so that attention weighs something against the exchanges in the measured time."""
+    def slowed(*args, **kwargs):
+        time.sleep(0.02)
+        return attend(*args, **kwargs)
+    return slowed
+
+
+def check_auto(comm, group, layer, plans, tensors, want, what, **call):
+    """layer (chunks="auto"): three forwards equal to chunks=1; its choice is the same on every rank, and the one
+    choose_head_chunks gives for the maximum over the group of the measured seconds."""
+    for step in range(3):
+        got = forward_backward(layer, tensors, **call)
+        for name, g, w in zip(("output", "dq", "dk", "dv"), got, want):
+            check.true(torch.equal(g, w), "%s, chunks='auto', step %d: %s differs from chunks=1" % (what, step, name))
+        choice = layer.last_chunk_choice
+        check.true(choice is not None, "%s: a choice after the first forward" % what)
+        cs = WORLD.allgather(choice.num_chunks)
+        check.true(len(set(cs)) == 1, "%s: chunks='auto' chose %r over the ranks" % (what, cs))
+    seconds = layer.last_attention_seconds
+    check.true(seconds is not None and seconds > 0.0 or plans.qkv.info.head_end[0] == plans.qkv.info.head_begin[0],
+               "%s: measured %r seconds of attention" % (what, seconds))
+    most = group.allreduce(seconds, op=MPI.MAX)
+    tokens = call.get("cu_seqlens", [-1])[-1]
+    expected = plans.qkv.choose_head_chunks(most, gather=plans.out, num_tokens=tokens, collective=False)
+    check.equal(tuple(choice), tuple(expected), "%s: the layer's choice against choose_head_chunks(max seconds)"
+                % what)
+    if comm.rank == 0:
+        print("%s: chunks='auto' chose C=%d of %d (attention %.4g s)" % (what, choice.num_chunks,
+                                                                      choice.max_head_chunks, most))
+
+
+def test_auto():
+    for micro_batch in sorted({1, 2} if N % 2 == 0 else {1}):
+        with basp.Comm(WORLD, micro_batch=micro_batch) as comm:
+            group = WORLD.Split(comm.group_index, comm.group_position)
+            k = comm.group_size
+            hq, hkv = 4 * k + 2, 2 * k + 1
+            for layout in ("bshd", "thd"):
+                tokens = 3 * k + 2
+                call = {"cu_seqlens": [0, 2, tokens]} if layout == "thd" else {"seq_len": 2 * k + 1}
+                capacity = {"token_capacity": tokens} if layout == "thd" else {}
+                tensors = local_inputs(comm, layout, micro_batch, tokens if layout == "thd" else 2 * k + 1, hq,
+                                       hkv, 3000)
+                attend = slow(bt.default_attention)
+                want = forward_backward(bt.BaspAttention(comm, hq, D, hkv, causal=True, layout=layout,
+                                                         attention=attend, **capacity), tensors, **call)
+                layer = bt.BaspAttention(comm, hq, D, hkv, causal=True, layout=layout, attention=attend,
+                                         chunks="auto", **capacity)
+                check.true(layer.last_chunk_choice is None, "no choice before a forward")
+                got = forward_backward(layer, tensors, **call)  # makes the plans and chooses
+                check_auto(comm, group, layer, layer._plans[next(iter(layer._plans))], tensors, want,
+                           "BaspAttention %s B=%d K=%d" % (layout, micro_batch, k), **call)
+                check.true(all(torch.equal(g, w) for g, w in zip(got, want)), "the measuring forward equals chunks=1")
+                layer.close()
+            tensors = local_inputs(comm, "sbhd", micro_batch, 2 * k + 1, hq, hkv, 3100)
+            call = {"batch_dim_idx": 1, "seq_len": 2 * k + 1, "causal": True}
+            attend = slow(ulysses_attention(1))
+            want = forward_backward(bt.DistributedAttention(attend, comm), tensors, **call)
+            layer = bt.DistributedAttention(attend, comm, chunks="auto")
+            got = forward_backward(layer, tensors, **call)
+            check.true(all(torch.equal(g, w) for g, w in zip(got, want)), "the measuring forward equals chunks=1")
+            check_auto(comm, group, layer, layer._plans[next(iter(layer._plans))], tensors, want,
+                       "DistributedAttention B=%d K=%d" % (micro_batch, k), **call)
+            layer.close()
+            group.Free()
+
+
 def test_chunks_argument():
     with basp.Comm(WORLD, micro_batch=1) as comm:
         invalid = basp.Status.ERROR_INVALID_ARGUMENT
-        for bad, fragment in ((0, "chunks (0) must be at least 1"), ("auto", "chunks ('auto', a str)"),
+        for bad, fragment in ((0, "chunks (0) must be at least 1"), ("fast", "chunks ('fast', a str)"),
                               (True, "chunks (True, a bool)"), (2.0, "chunks (2.0, a float)")):
             expect_error(lambda: bt.BaspAttention(comm, 4, D, chunks=bad), invalid, fragment)
         check.equal(bt.BaspAttention(comm, 4, D).chunks, 1, "default")
