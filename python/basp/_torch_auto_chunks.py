@@ -44,10 +44,11 @@ class ChunkChooser:
         if c is not None:
             return c
         if compiling():
-            raise invalid_argument("%s: chunks='auto' has no head chunk count for %r yet, and torch.compile traces "
-                                   "the layer: the count is measured on an eager forward of that shape (run one on "
-                                   "every rank before compiling), or make the layer with an int chunks" % (
-                                       self.where, key))
+            # (the key is not formatted: its ints may be symbolic here, which torch.compile cannot print)
+            raise invalid_argument("%s: chunks='auto' has no head chunk count for this shape yet, and torch.compile "
+                                   "traces the layer: the count is measured on an eager forward of that shape (run "
+                                   "one on every rank before compiling), or make the layer with an int chunks"
+                                   % self.where)
         self._seconds = 0.0
         return None
 

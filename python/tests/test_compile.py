@@ -9,7 +9,9 @@ graph break fails the test, and compared with the same model run eagerly on the 
   the queries' head size and of another;
 - backend "inductor" (generated C++ kernels): within 1e-6 relative;
 - torch.library.opcheck of both operators (schema, fake implementation, autograd registration);
-- what is refused, by name: a layer traced before its plans exist, a plan id that names no plan.
+- what is refused, by name: a layer traced before its plans exist, a plan id that names no plan, a chunks="auto"
+  layer traced before an eager forward of its shape chose C; after that forward, the compiled layer (C = 1) equals
+  the eager one bit for bit, or (C > 1) is refused as eager-only.
 
 Run under mpirun (CTest: 2 ranks)."""
 import math
@@ -33,7 +35,7 @@ torch.set_num_threads(1)
 class Block(torch.nn.Module):
     """x [b, s_l, E] (or [s_l, b, E] for SBHD, [T_l, E] for THD) -> attention -> projection, like one layer."""
 
-    def __init__(self, comm, hq, hkv, d, layout, capacity=None, dv=None):
+    def __init__(self, comm, hq, hkv, d, layout, capacity=None, dv=None, chunks=1):
         super().__init__()
         g = torch.Generator().manual_seed(7)
         self.hq, self.hkv, self.d = hq, hkv, d
@@ -43,7 +45,7 @@ class Block(torch.nn.Module):
         self.wv = torch.nn.Parameter(torch.randn(E, hkv * self.dv, generator=g) / math.sqrt(E))
         self.wo = torch.nn.Parameter(torch.randn(hq * self.dv, E, generator=g) / math.sqrt(hq * self.dv))
         self.attn = bt.BaspAttention(comm, hq, d, num_kv_heads=hkv, causal=True, layout=layout,
-                                     token_capacity=capacity, v_head_dim=dv)
+                                     token_capacity=capacity, v_head_dim=dv, chunks=chunks)
 
     def forward(self, x, seq_len=None, cu_seqlens=None, num_tokens=None):
         lead = x.shape[:-1]
@@ -203,6 +205,40 @@ def test_refusals():
     except Exception as e:  # dynamo wraps what the traced code raised
         check.true("layer.prepare(seq_len, dtype, device)" in str(e), "the error says what to do: %s" % e)
     expect_error(lambda: model.attn.prepare(None), basp.Status.ERROR_INVALID_ARGUMENT, "seq_len (None)")
+    model.attn.close()
+    comm.close()
+
+
+def test_auto_chunks():
+    comm = basp.Comm(WORLD, micro_batch=1)
+    model = Block(comm, 4, 2, 4, "bshd", chunks="auto")
+    model.attn.prepare(8, torch.float32, "cpu")
+    x, dy = shard(comm, 1, 8, "bshd", seed=3)
+    try:
+        torch.compile(model, backend="aot_eager", fullgraph=True)(x, seq_len=8)
+        raise AssertionError("tracing chunks='auto' before an eager forward did not fail")
+    except AssertionError:
+        raise
+    except Exception as e:  # dynamo wraps what the traced code raised
+        check.true("chunks='auto' has no head chunk count" in str(e) and "eager forward" in str(e),
+                   "the error says what to do: %s" % e)
+    torch._dynamo.reset()
+    eager = run_once(model, model, x, dy, seq_len=8)  # measures and chooses
+    chosen = model.attn.last_chunk_choice.num_chunks
+    compiled_fn = torch.compile(model, backend="aot_eager", fullgraph=True)
+    if chosen == 1:
+        compiled = run_once(compiled_fn, model, x, dy, seq_len=8)
+        for i, (c, e) in enumerate(zip(compiled, eager)):
+            check.true(torch.equal(c, e), "chunks='auto' (C = 1), compiled against eager: tensor %d differs" % i)
+    else:
+        try:
+            compiled_fn(x, seq_len=8)
+            raise AssertionError("compiling chunks=%d did not fail" % chosen)
+        except AssertionError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            check.true("runs eagerly only" in str(e), "the error names the eager-only pipeline: %s" % e)
+    torch._dynamo.reset()
     model.attn.close()
     comm.close()
 
