@@ -1,7 +1,8 @@
-"""Pipelined attention by head chunks (BaspAttention(..., chunks=C)): the head scatter and gather cut into C chunks
-of each rank's query heads (basp.Plan.scatter_start / gather_start), so that attention on chunk c runs while scatter
-chunk c + 1 and gather chunk c - 1 move. Eager only: one torch.autograd.Function whose forward and backward run the
-whole pipeline (the backward scatters dO and gathers dQ, dK, dV chunk by chunk the same way).
+"""Pipelined attention by head chunks (BaspAttention and DistributedAttention, chunks=C): the head scatter and
+gather cut into C chunks of each rank's query heads (basp.Plan.scatter_start / gather_start), so that attention on
+chunk c runs while scatter chunk c + 1 and gather chunk c - 1 move. Eager only: one torch.autograd.Function whose
+forward and backward run the whole pipeline (the backward scatters dO and gathers dQ, dK, dV chunk by chunk the
+same way).
 
 Bit-identical to chunks=1 when the attention function computes each head on its own: chunk c's tensors are views
 of the same buffers, at the same offsets and strides, as chunks=1 hands the attention function, K/V are expanded to

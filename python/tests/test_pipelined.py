@@ -5,7 +5,8 @@ SBHD and THD (DistributedAttention: batch_dim_idx 0 and 1, a local attention rep
 causal through kwargs), on data that is a function of global coordinates.
 chunks="auto" (both layers, BSHD and THD for BaspAttention): every forward bit-identical to chunks=1; the chosen C
 the same on every rank (allgathered); the layer's HeadChunkChoice equal to basp.Plan.choose_head_chunks asked here
-(not collectively) with the maximum over the group's ranks of the seconds each rank's layer measured. Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
+(not collectively) with the maximum over the group's ranks of the seconds each rank's layer measured.
+Head size 8: SDPA on CPU gives a head the same bits in a subset of the heads only
 when the heads' rows keep their alignment (with a head size of 5 its backward differs in the last bits).
 
 Run under mpirun (CTest: 2 and 4 ranks)."""
