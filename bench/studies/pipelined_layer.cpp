@@ -10,12 +10,14 @@
 // of scatter + gather without attention in this run; the attention is sized as ratio x E (forward; backward 2x). A
 // layer's time is its slowest rank's, the median over --runs. For each ratio and C it prints T(C), T(1) / T(C) and
 // the share of the exchange hidden, (T(1) - T(C)) / E; with --auto, also the C that basp_choose_head_chunks picks
-// for the forward layer's attention seconds, checked against its own predictions (C = 1 wherever the best predicts
-// less than 5 % gain).
+// for the forward layer's attention seconds (run too, marked "auto"), checked against its own predictions (C = 1
+// wherever the best predicts less than 5 % gain; the job aborts otherwise), and the predicted T(C) beside each.
+// --calibrate fits the comm's cost model on this machine first (basp_comm_calibrate), so the predictions are in
+// this machine's seconds.
 //
 // usage: mpirun -np 8 basp_pipelined_layer [--groups G] [--seq S] [--batch B] [--hq 32] [--hkv 8] [--dim 128]
 //                                          [--ratios 0.25,0.5,1,2,4] [--chunks 1,2,4,8] [--runs 10] [--warmup 2]
-//                                          [--backward] [--json FILE]
+//                                          [--backward] [--auto] [--calibrate] [--json FILE]
 #include <mpi.h>
 #include <time.h>
 
@@ -54,6 +56,8 @@ struct Options {
   std::vector<int32_t> chunks = {1, 2, 4, 8};
   int runs = 10, warmup = 2;
   bool backward = false;
+  bool automatic = false;  // --auto: also the C basp_choose_head_chunks picks
+  bool calibrate = false;  // --calibrate: fit the comm's cost model first
   std::string json;
 };
 
@@ -154,10 +158,38 @@ double layer(Side& qkv, Side& o, const Options& opt, double attention, int32_t c
   return median(times);
 }
 
-struct Choice {
-  int32_t count = 1;
-  std::vector<double> predicted;
-};
+// basp_choose_head_chunks for the forward layer (collective: every rank gets the same C), checked against its own
+// predictions: C = 1 exactly where no C predicts a gain of 5 % or more over T(1), else the least predicted T(C).
+int32_t choose(Side& qkv, Side& o, double attention, std::vector<double>& predicted) {
+  basp_head_chunk_choice_t choice = BASP_HEAD_CHUNK_CHOICE_INITIALIZER;
+  predicted.assign(static_cast<size_t>(qkv.info.max_head_chunks), 0.0);
+  CHECK(basp_choose_head_chunks(qkv.plan, o.plan, -1, attention, 1, &choice, predicted.data(),
+                                static_cast<int32_t>(predicted.size())));
+  const auto best = std::min_element(predicted.begin(), predicted.end());
+  const bool gain = *best < 0.95 * predicted[0];
+  const int32_t expected = gain ? static_cast<int32_t>(best - predicted.begin()) + 1 : 1;
+  if (choice.num_chunks != expected) {
+    std::fprintf(stderr, "basp_pipelined_layer: auto chose C = %d, its predictions give C = %d\n", choice.num_chunks,
+                 expected);
+    MPI_Abort(MPI_COMM_WORLD, 4);
+  }
+  return choice.num_chunks;
+}
+
+// --calibrate: the comm's cost model fitted on this machine (basp_comm_calibrate on a batch comm of the same world,
+// which alone can calibrate), then set on the plain comm, identically on every rank.
+void calibrate(basp_comm_t comm) {
+  basp_comm_config_t cfg = BASP_COMM_CONFIG_INITIALIZER;
+  cfg.micro_batch = 0;
+  cfg.batch_capacity = 1 << 16;
+  basp_comm_t batch = nullptr;
+  CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &batch));
+  CHECK(basp_comm_calibrate(batch, int64_t{32} << 20, 5));
+  basp_cost_model_t model = BASP_COST_MODEL_INITIALIZER;
+  CHECK(basp_comm_get_cost_model(batch, &model));
+  CHECK(basp_comm_set_cost_model(comm, &model));
+  CHECK(basp_comm_destroy(batch));
+}
 
 int run(const Options& opt) {
   int rank = 0, size = 1;
@@ -168,6 +200,7 @@ int run(const Options& opt) {
   cfg.num_groups = opt.groups;
   basp_comm_t comm = nullptr;
   CHECK(basp_comm_create_mpi(MPI_Comm_c2f(MPI_COMM_WORLD), &cfg, &comm));
+  if (opt.calibrate) calibrate(comm);
   Side qkv(comm, opt, true), o(comm, opt, false);
   const int32_t most = qkv.info.max_head_chunks;
   const double exchange = layer(qkv, o, opt, 0.0, 1);
@@ -179,24 +212,34 @@ int run(const Options& opt) {
         static_cast<long long>(opt.hq), static_cast<long long>(opt.hkv), static_cast<long long>(opt.dim),
         opt.backward ? "forward + backward" : "forward", basp::bench::path_name(qkv.info.plan_path), most,
         exchange * 1e3);
-    std::printf("%8s %6s %12s %10s %8s\n", "ratio", "C", "T_ms", "T1/TC", "hidden");
+    std::printf("%8s %6s %12s %10s %8s %12s\n", "ratio", "C", "T_ms", "T1/TC", "hidden", "predicted_ms");
   }
   std::FILE* json = rank == 0 && !opt.json.empty() ? std::fopen(opt.json.c_str(), "w") : nullptr;
   if (json) std::fprintf(json, "{\"exchange_s\": %.9g, \"group_size\": %d, \"rows\": [", exchange, qkv.info.group_size);
   bool first = true;
   for (const double ratio : opt.ratios) {
     const double attention = ratio * exchange;
-    double t1 = 0;
+    std::vector<double> predicted;
+    const int32_t chosen = opt.automatic ? choose(qkv, o, attention, predicted) : 0;
+    std::vector<int32_t> counts;
     for (const int32_t count : opt.chunks) {
-      if (count > most) continue;
+      if (count <= most) counts.push_back(count);
+    }
+    if (chosen > 0 && std::find(counts.begin(), counts.end(), chosen) == counts.end()) counts.push_back(chosen);
+    double t1 = 0;
+    for (const int32_t count : counts) {
       const double t = layer(qkv, o, opt, attention, count);
       if (count == 1) t1 = t;
       if (rank != 0) continue;
       const double hidden = t1 > 0 ? (t1 - t) / exchange : 0.0;
-      std::printf("%8.2f %6d %12.3f %10.3f %8.3f\n", ratio, count, t * 1e3, t1 > 0 ? t1 / t : 0.0, hidden);
+      const double model = predicted.empty() ? 0.0 : predicted[static_cast<size_t>(count - 1)];
+      std::printf("%8.2f %6d %12.3f %10.3f %8.3f %12.3f%s\n", ratio, count, t * 1e3, t1 > 0 ? t1 / t : 0.0, hidden,
+                  model * 1e3, count == chosen ? "  auto" : "");
       if (json) {
-        std::fprintf(json, "%s\n  {\"ratio\": %g, \"chunks\": %d, \"seconds\": %.9g, \"hidden\": %.6g}",
-                     first ? "" : ",", ratio, count, t, hidden);
+        std::fprintf(json,
+                     "%s\n  {\"ratio\": %g, \"chunks\": %d, \"seconds\": %.9g, \"hidden\": %.6g, "
+                     "\"predicted_s\": %.9g, \"auto\": %s}",
+                     first ? "" : ",", ratio, count, t, hidden, model, count == chosen ? "true" : "false");
       }
       first = false;
     }
@@ -215,7 +258,8 @@ int main(int argc, char** argv) {
   Options opt;
   StudyOptions options(
       "usage: basp_pipelined_layer [--groups G] [--seq S] [--batch B] [--hq H] [--hkv H] [--dim D] [--ratios LIST]\n"
-      "                            [--chunks LIST] [--runs N] [--warmup N] [--backward] [--json FILE]\n");
+      "                            [--chunks LIST] [--runs N] [--warmup N] [--backward] [--auto] [--calibrate]\n"
+      "                            [--json FILE]\n");
   options
       .value("--groups",
              [&](const std::string& v) { opt.groups = static_cast<int32_t>(parse_int(v, "--groups", -1, 1 << 20)); })
@@ -236,6 +280,8 @@ int main(int argc, char** argv) {
           "--warmup",
           [&](const std::string& v) { opt.warmup = static_cast<int>(parse_int(v, "--warmup", 0, INT64_C(1) << 40)); })
       .flag("--backward", [&] { opt.backward = true; })
+      .flag("--auto", [&] { opt.automatic = true; })
+      .flag("--calibrate", [&] { opt.calibrate = true; })
       .value("--json", [&](const std::string& v) { opt.json = v; });
   return basp::bench::mpi_study_main(
       "basp_pipelined_layer", argc, argv, options, [&] { return run(opt); }, MPI_THREAD_MULTIPLE);

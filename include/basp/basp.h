@@ -406,8 +406,8 @@ typedef struct basp_plan_info_v1 {
   int64_t split_end[BASP_MAX_TENSORS];
   int64_t token_begin; /* the tokens of each sequence this rank holds on the sequence side (THD: at capacity) */
   int64_t token_end;
-  int64_t token_capacity; /* THD: the plan's capacity; 0 otherwise */
-  int32_t replicated;     /* 1 when some head is held by several ranks of the group: basp_gather sums it */
+  int64_t token_capacity;  /* THD: the plan's capacity; 0 otherwise */
+  int32_t replicated;      /* 1 when some head is held by several ranks of the group: basp_gather sums it */
   int32_t max_head_chunks; /* since 0.6 (0 before): the most head chunks its exchanges take (basp_scatter_start) */
 } basp_plan_info_v1;
 typedef basp_plan_info_v1 basp_plan_info_t;
@@ -530,8 +530,10 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    and write the gather inputs of chunks not yet started.
  *  - Refused with BASP_ERROR_INVALID_ARGUMENT naming the value: a chunk or count out of range, a count other than
  *    the round's, a start of a chunk started and not waited for (in flight or done; it can still be waited for),
- *    a one-call basp_scatter/basp_gather of a plan with a chunk not waited for or a round not fully started; a scatter chunk of a plan whose gather sums held heads (replicated == 1) between
- *    the chunks of its gather (the gather's earlier contributions wait in the plan's workspace: take two plans).
+ *    a one-call basp_scatter/basp_gather of a plan with a chunk not waited for or a round not fully started; a
+ *    scatter chunk of a plan whose gather sums held heads (replicated == 1) between the chunks of its gather (the
+ *    gather's earlier contributions wait in the plan's workspace: take two plans); a batch plan's exchange while
+ *    another batch plan of the comm is part way through such a gather (they share the comm's workspace).
  *  - MPI backend: start returns at once; the comm's progress thread (started at the first start) runs the
  *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first
  *    start returns BASP_ERROR_UNSUPPORTED naming the level MPI provides). Once chunks are in flight, a one-call
@@ -540,8 +542,8 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  * basp_*_test sets *done to 1 once the chunk is complete (its error, if any, is then returned by its wait), else
  * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again).
  * basp_plan_destroy with chunks not waited for waits for them up to the comm's timeout and returns the first error
- * among them; past the timeout it returns BASP_ERROR_TIMEOUT (the plan's memory is released once they end). Threads: as basp_scatter (one thread at a
- * time per plan; start, test and wait of one plan from that thread). */
+ * among them; past the timeout it returns BASP_ERROR_TIMEOUT (the plan's memory is released once they end).
+ * Threads: as basp_scatter (one thread at a time per plan; start, test and wait of one plan from that thread). */
 BASP_API basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
                                           const void* const* inputs, void* const* outputs, void* stream);
 BASP_API basp_status_t basp_gather_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
