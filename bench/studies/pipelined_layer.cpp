@@ -7,7 +7,8 @@
 //
 // Attention is emulated: each rank sleeps (clock_nanosleep to an absolute deadline, so the cores stay free for the
 // exchanges) for its share of the chunk's query heads. E, the exchange of the layer, is the median of the C = 1 runs
-// of scatter + gather without attention in this run; the attention is sized as ratio x E (forward; backward 2x). A
+// of scatter + gather without attention in this run (both passes with --backward); the attention is sized so that
+// the layer's attention is ratio x E (the forward's A, the backward's 2 A). A
 // layer's time is its slowest rank's, the median over --runs. For each ratio and C it prints T(C), T(1) / T(C) and
 // the share of the exchange hidden, (T(1) - T(C)) / E; with --auto, also the C that basp_choose_head_chunks picks
 // for the forward layer's attention seconds (run too, marked "auto"), checked against its own predictions (C = 1
@@ -218,7 +219,8 @@ int run(const Options& opt) {
   if (json) std::fprintf(json, "{\"exchange_s\": %.9g, \"group_size\": %d, \"rows\": [", exchange, qkv.info.group_size);
   bool first = true;
   for (const double ratio : opt.ratios) {
-    const double attention = ratio * exchange;
+    // The layer's attention / exchange is `ratio`: forward A, backward 2 A.
+    const double attention = ratio * exchange / (opt.backward ? 3.0 : 1.0);
     std::vector<double> predicted;
     const int32_t chosen = opt.automatic ? choose(qkv, o, attention, predicted) : 0;
     std::vector<int32_t> counts;
