@@ -1,5 +1,6 @@
 // How many head chunks (head_chunks.h) a layer's exchanges should be cut into, from the comm's cost model
-// (cost_model.h): pure arithmetic, the same on every rank from the same inputs. No execute uses it yet.
+// (cost_model.h): pure arithmetic, the same on every rank from the same inputs. basp_choose_head_chunks asks it
+// (runtime/head_chunk_choice.h), and so do the PyTorch layers with chunks="auto".
 //
 // A layer is a scatter (plan `scatter`), attention and a gather (plan `gather`, which may be the same plan) over one
 // group. Cut into C head chunks, attention on chunk c runs beside scatter chunk c + 1 and gather chunk c - 1:
