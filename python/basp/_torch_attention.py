@@ -10,8 +10,7 @@ import torch.nn.functional as F
 
 from . import _arrays
 from ._abi import Layout
-from ._head_chunks import HeadChunkChoice
-from ._torch_auto_chunks import ChunkChooser
+from ._torch_auto_chunks import ChunkChooser, ChunkChoiceView
 from ._torch_exchange import head_gather, head_scatter
 from ._torch_pipeline import check_chunks, compiling, pipelined
 from ._torch_plans import AttentionPlans, empty_output
@@ -99,7 +98,7 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     return out[0].transpose(0, 1)
 
 
-class BaspAttention(torch.nn.Module):
+class BaspAttention(ChunkChoiceView, torch.nn.Module):
     """Attention over sequence-sharded Q, K, V with BASP redistribution around a local attention function.
 
     comm            a basp.Comm (any group size K: heads and tokens are split as torch.tensor_split does)
@@ -176,16 +175,6 @@ class BaspAttention(torch.nn.Module):
                 where, self.layout.name))
         self.token_capacity = None if token_capacity is None else int(token_capacity)
         self._plans: Dict[Tuple[int, Any, str], AttentionPlans] = {}
-
-    @property
-    def last_chunk_choice(self) -> Optional[HeadChunkChoice]:
-        """chunks="auto": the library's answer for the last shape measured (None before any)."""
-        return self._chooser.last_chunk_choice
-
-    @property
-    def last_attention_seconds(self) -> Optional[float]:
-        """chunks="auto": this rank's measured attention seconds that the last choice was asked with."""
-        return self._chooser.last_attention_seconds
 
     def _key(self, seq_len: Optional[int], dtype: Any, device: Union[torch.device, str]) -> Tuple[int, Any, str]:
         tokens = self.token_capacity if self.layout == Layout.THD else int(seq_len)

@@ -77,3 +77,20 @@ class ChunkChooser:
         self.last_chunk_choice = choice
         self.last_attention_seconds = seconds
         return choice
+
+
+class ChunkChoiceView:
+    """The chunks="auto" decision of a layer that keeps its ChunkChooser in `self._chooser` (BaspAttention,
+    DistributedAttention)."""
+
+    _chooser: ChunkChooser
+
+    @property
+    def last_chunk_choice(self) -> Optional[HeadChunkChoice]:
+        """chunks="auto": the library's answer for the last shape measured (None before any)."""
+        return self._chooser.last_chunk_choice
+
+    @property
+    def last_attention_seconds(self) -> Optional[float]:
+        """chunks="auto": this rank's measured attention seconds that the last choice was asked with."""
+        return self._chooser.last_attention_seconds

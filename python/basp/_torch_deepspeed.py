@@ -44,8 +44,7 @@ import torch
 
 from ._abi import Layout
 from ._torch_attention import compiling, check_layer_call
-from ._torch_auto_chunks import ChunkChooser
-from ._head_chunks import HeadChunkChoice
+from ._torch_auto_chunks import ChunkChooser, ChunkChoiceView
 from ._torch_pipeline import check_chunks, pipelined
 from ._torch_plans import AttentionPlans, empty_output
 from ._torch_exchange import SYMBOLIC_INTS, head_gather, head_scatter
@@ -96,7 +95,7 @@ def rotate_half_embedding(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     return turned if rest.shape[-1] == 0 else torch.cat((turned, rest), dim=-1)
 
 
-class DistributedAttention(torch.nn.Module):
+class DistributedAttention(ChunkChoiceView, torch.nn.Module):
     """DeepSpeed-Ulysses' DistributedAttention over libbasp (BASP, or Ulysses with num_groups=1).
 
     local_attention  fn(q, k, v, *args, **kwargs) -> context, called on this rank's heads of whole sequences in the
@@ -187,16 +186,6 @@ class DistributedAttention(torch.nn.Module):
         self.comm: Comm = comm
         self._plans: Dict[PlanKey, AttentionPlans] = {}
         self._expand: Dict[PlanKey, Optional[torch.Tensor]] = {}  # the pipeline's K/V index per shape
-
-    @property
-    def last_chunk_choice(self) -> Optional[HeadChunkChoice]:
-        """chunks="auto": the library's answer for the last shape measured (None before any)."""
-        return self._chooser.last_chunk_choice
-
-    @property
-    def last_attention_seconds(self) -> Optional[float]:
-        """chunks="auto": this rank's measured local_attention seconds that the last choice was asked with."""
-        return self._chooser.last_attention_seconds
 
     # -- plans ---------------------------------------------------------------------------------------------------
 
