@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <utility>
 
 namespace basp::bench {
@@ -93,6 +94,17 @@ double median(std::vector<double> values) {
 std::string transport_env() {
   const char* env = std::getenv("BASP_MPI_TRANSPORT");
   return env ? env : "auto";
+}
+
+void sleep_seconds(double seconds) {
+  if (!(seconds > 0)) return;
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  const double ns = static_cast<double>(t.tv_nsec) + seconds * 1e9;
+  t.tv_sec += static_cast<time_t>(ns / 1e9);
+  t.tv_nsec = static_cast<long>(std::fmod(ns, 1e9));
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) != 0) {
+  }
 }
 
 const char* path_name(int32_t path) {

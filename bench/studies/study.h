@@ -57,6 +57,10 @@ double median(std::vector<double> values);
 // plan unless it is forced).
 std::string transport_env();
 
+// Sleeps `seconds` (nothing for <= 0) to an absolute CLOCK_MONOTONIC deadline, so that a signal does not lengthen
+// it and the core stays free for other threads: the studies' emulated compute.
+void sleep_seconds(double seconds);
+
 // A basp_path_t value's name ("p2p", "cma", ...), "-" for none or an unknown one.
 const char* path_name(int32_t path);
 
