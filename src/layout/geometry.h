@@ -124,6 +124,30 @@ struct Geometry {
     const HeadSpan m = moved(j);
     return m.empty() ? 0 : (m.begin - head_begin(j)) * dim_bytes();
   }
+  // The part of the chunk sequence position s exchanges with head position h (chunk_bytes(s, h)) that this
+  // geometry moves: its bytes, seq_rows(s) rows of moved_row_bytes(h), and where they start inside the whole
+  // chunk's bytes. The pieces of the C head chunks of one direction are disjoint and lie inside the whole chunk's
+  // bytes (the heads of h move once per direction), so the chunks of a round may share a workspace. Whole: the
+  // chunk, at 0.
+  BASP_HOST_DEVICE int64_t moved_bytes(int64_t s, int64_t h) const { return seq_rows(s) * moved_row_bytes(h); }
+  BASP_HOST_DEVICE int64_t moved_offset(int64_t s, int64_t h) const { return seq_rows(s) * moved_skip_bytes(h); }
+  // The head chunk in which holder q of head h sends it in a gather: the last chunk of q whose query heads read h
+  // (0 for the whole exchange; not for a kChunkAtEnds tensor, which holds no head twice).
+  BASP_HOST_DEVICE int64_t gather_chunk_of(int64_t q, int64_t h) const {
+    const int64_t a = split_begin(q);
+    const int64_t n = split_begin(q + 1) - a;
+    const int64_t last = ((h + 1) * ratio() < a + n ? (h + 1) * ratio() : a + n) - 1;
+    return detail::split_position(n, chunk_count, last - a);
+  }
+  // The gather's head chunk that brings head h's last contribution, where its holders' contributions are summed.
+  BASP_HOST_DEVICE int64_t gather_sum_chunk(int64_t h) const {
+    int64_t done = 0;
+    for (int64_t q = first_holder(h); q <= last_holder(h); ++q) {
+      const int64_t c = gather_chunk_of(q, h);
+      done = done > c ? done : c;
+    }
+    return done;
+  }
   // The same tensor's geometry for head chunk `index` of `count` in a gather (true) or scatter (kChunkAtEnds kept).
   BASP_HOST_DEVICE Geometry chunk(int32_t index, int32_t count, bool gather) const {
     Geometry g = *this;

@@ -228,14 +228,6 @@ void sum_head(int32_t dtype, unsigned char* dst, const unsigned char* const* src
 
 constexpr int32_t kMaxHolders = 64;  // holders of one head whose pointers fit on the stack; more: one at a time
 
-// The last head chunk of position q (a holder of head h) whose query heads read h: the chunk q sends h in.
-int64_t last_reader(const Geometry& g, int64_t q, int64_t h) {
-  const int64_t a = g.split_begin(q);
-  const int64_t n = g.split_begin(q + 1) - a;
-  const int64_t last = ((h + 1) * g.ratio() < a + n ? (h + 1) * g.ratio() : a + n) - 1;
-  return detail::split_position(n, g.chunk_count, last - a);
-}
-
 // Where holder q's contribution to head h lies: in q's head-sharded tensor (places[q] a tensor), or in the packed
 // piece of the chunk q sent it in (places[q] is the piece of the current chunk; the pieces of one position's chunks
 // lie at seq_rows * moved_skip_bytes from the whole exchange's, ExchangePlan::workspace_offset).
@@ -255,7 +247,7 @@ Contribution contribution(const Geometry& g, const RowPlace& place, int64_t q, i
     c.holder = q;
     return c;
   }
-  const Geometry sent = g.chunk(static_cast<int32_t>(last_reader(g, q, h)), g.chunk_count, true);
+  const Geometry sent = g.chunk(static_cast<int32_t>(g.gather_chunk_of(q, h)), g.chunk_count, true);
   const int64_t rows = g.seq_rows(g.me);
   c.base = place.base - rows * g.moved_skip_bytes(q) + rows * sent.moved_skip_bytes(q) +
            (h - sent.moved(q).begin) * g.dim_bytes();
@@ -271,9 +263,7 @@ void sum_chunk_heads(const Geometry& g, const RowPlace* places, std::byte* seq, 
     const int64_t first = g.first_holder(h);
     const int64_t last = g.last_holder(h);
     if (first == last) continue;
-    int64_t done = 0;  // the chunk of its last contribution
-    for (int64_t q = first; q <= last; ++q) done = std::max(done, last_reader(g, q, h));
-    if (done != g.chunk_index) continue;
+    if (g.gather_sum_chunk(h) != g.chunk_index) continue;
     const auto n = static_cast<int32_t>(last - first + 1);
     if (n > kMaxHolders) {  // one contribution at a time, as the whole gather
       for (int64_t r = 0; r < g.seq_rows(g.me); ++r) {

@@ -8,6 +8,9 @@
 //   scatter unpack: wire -> head-sharded          (side kHead, to_wire 0)
 //   gather pack:    head-sharded -> wire          (side kHead, to_wire 1)
 //   gather unpack:  wire -> sequence-sharded      (side kSeq,  to_wire 0)
+// A head chunk's geometry (layout/geometry.h, Geometry::moved) moves the moved heads of each row, as the host
+// copies do (layout/host_copy.h): in the tensors, moved_skip_bytes into each row; in the workspace, the piece of
+// each peer's slot at Geometry::moved_offset, so that the chunks of one round use disjoint bytes of it.
 #pragma once
 
 #include <cstdint>
@@ -121,11 +124,18 @@ BASP_HOST_DEVICE void copy_tile_rows(const RowCopyArgs& a, int32_t t, int64_t ti
   const Geometry g = a.geom[t];
   const int64_t j = tl.peer_of(g, task);
   const int64_t r = tl.row_of(g, task, j);
-  const int64_t rb = tl.row_bytes(g, j);
-  if (rb == 0) return;
+  // The chunk's sequence and head positions, and the heads of h it moves (a head chunk's: Geometry::moved, which
+  // lie moved_skip_bytes into h's rows, and in the piece of the chunk's workspace slot at moved_offset(s, h)).
+  const bool seq_side = a.side == static_cast<int32_t>(TensorSide::kSeq);
+  const int64_t h = seq_side ? j : g.me;
+  const int64_t s = seq_side ? g.me : j;
+  const HeadSpan m = g.moved(h);
+  const int64_t rb = m.size() * g.dim_bytes();
+  if (rb <= 0) return;
+  const int64_t skip = (m.begin - g.head_begin(h)) * g.dim_bytes();
   const int64_t tensor_offset =
-      a.side == static_cast<int32_t>(TensorSide::kSeq) ? g.seq_row_offset(r, j) : g.head_row_offset(g.me, j, r);
-  const int64_t wire_offset = a.workspace.chunk_offset(t, j) + r * rb;
+      seq_side ? r * g.seq_row_bytes() + m.begin * g.dim_bytes() : g.head_row_offset(h, s, r) + skip;
+  const int64_t wire_offset = a.workspace.chunk_offset(t, j) + g.seq_rows(s) * skip + r * rb;
   const unsigned char* src = a.to_wire ? a.tensor[t] + tensor_offset : a.wire + wire_offset;
   unsigned char* dst = a.to_wire ? a.wire + wire_offset : a.tensor[t] + tensor_offset;
   const int64_t lanes = tl.lanes();
@@ -198,16 +208,29 @@ struct SumUnpackArgs {
   BASP_HOST_DEVICE int64_t num_tasks() const { return geom.seq_rows(geom.me) * geom.heads; }
 };
 
+// Holder p's contribution to head h in row r of a head chunk's gather: in the piece of the chunk p sent it in
+// (Geometry::gather_chunk_of), which earlier chunks of the round left in the workspace.
+BASP_HOST_DEVICE const unsigned char* chunk_contribution(const SumUnpackArgs& a, int64_t p, int64_t h, int64_t r) {
+  const Geometry& g = a.geom;
+  const Geometry sent = g.chunk(static_cast<int32_t>(g.gather_chunk_of(p, h)), g.chunk_count, true);
+  return a.wire + a.workspace.chunk_offset(a.tensor, p) + sent.moved_offset(g.me, p) + r * sent.moved_row_bytes(p) +
+         (h - sent.moved(p).begin) * g.dim_bytes();
+}
+
+// A head chunk's task writes head h only in the chunk that brings its last contribution (Geometry::gather_sum_chunk),
+// summing every holder's from where its chunk left it, as the whole gather sums them.
 BASP_HOST_DEVICE void sum_unpack_task(const SumUnpackArgs& a, int64_t task, int32_t thread, int32_t threads) {
   const Geometry& g = a.geom;
   const int64_t r = task / g.heads;
   const int64_t h = task % g.heads;
+  if (!g.whole() && g.gather_sum_chunk(h) != g.chunk_index) return;
   const int64_t first = g.first_holder(h);
   const int64_t last = g.last_holder(h);
   const int64_t db = g.dim_bytes();
   unsigned char* dst = a.seq + r * g.seq_row_bytes() + h * db;
   auto source = [&](int32_t c) {
     const int64_t p = first + c;
+    if (!g.whole()) return chunk_contribution(a, p, h, r);
     return a.wire + a.workspace.chunk_offset(a.tensor, p) + r * g.head_row_bytes(p) + (h - g.head_begin(p)) * db;
   };
   if (first == last) {

@@ -54,9 +54,9 @@ struct RowTiling {
   BASP_HOST_DEVICE int64_t row_of(const Geometry& g, int64_t task, int64_t peer) const {
     return head_side ? task - g.b_loc * g.tok_begin(peer) : task - peer * rows;
   }
-  // Bytes of the rows of `peer`'s chunk.
+  // Bytes of the rows of `peer`'s chunk that move (a head chunk's geometry: the moved heads, Geometry::moved).
   BASP_HOST_DEVICE int64_t row_bytes(const Geometry& g, int64_t peer) const {
-    return head_side ? g.head_row_bytes(g.me) : g.head_row_bytes(peer);
+    return head_side ? g.moved_row_bytes(g.me) : g.moved_row_bytes(peer);
   }
 };
 
@@ -77,18 +77,18 @@ BASP_HOST_DEVICE int32_t lane_shift_for(int64_t vecs_per_row) {
 }
 
 // The access width for every row of tensor g on either side: it must divide every row's length and offset (all
-// multiples of the head's bytes; in a uniform geometry, of the one row length).
+// multiples of the head's bytes; in a uniform geometry moving whole rows, of the one row length).
 BASP_HOST_DEVICE int64_t row_unit_bytes(const Geometry& g) {
-  return g.uniform() ? g.head_row_bytes(g.me) : g.dim_bytes();
+  return g.uniform() && g.whole() ? g.head_row_bytes(g.me) : g.dim_bytes();
 }
 
 BASP_HOST_DEVICE RowTiling make_row_tiling(const Geometry& g, bool head_side, int32_t vec_bytes, int64_t first_tile) {
   RowTiling t;
   t.vec_bytes = vec_bytes;
   t.head_side = head_side ? 1 : 0;
-  int64_t longest = g.head_row_bytes(g.me);
+  int64_t longest = g.moved_row_bytes(g.me);
   if (!head_side) {
-    for (int64_t j = 0; j < g.k; ++j) longest = longest > g.head_row_bytes(j) ? longest : g.head_row_bytes(j);
+    for (int64_t j = 0; j < g.k; ++j) longest = longest > g.moved_row_bytes(j) ? longest : g.moved_row_bytes(j);
   }
   t.vecs_per_row = longest / vec_bytes;
   t.lane_shift = lane_shift_for(t.vecs_per_row);
