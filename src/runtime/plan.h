@@ -43,9 +43,9 @@ class Plan : public std::enable_shared_from_this<Plan> {
   void execute(Direction direction, int64_t tokens, const void* const* inputs, void* const* outputs, void* stream) {
     execute(direction, tokens, plan::HeadChunk{}, inputs, outputs, stream);
   }
-  // The same for head chunk `chunk` of the exchange (plan/head_chunks.h), blocking: what a started chunk runs (start
-  // below), and the tests' entry point. Every
-  // path of the MPI backend executes a chunk, blocking; the NCCL backend none (BASP_ERROR_UNSUPPORTED). The chunks
+  // The same for head chunk `chunk` of the exchange (plan/head_chunks.h): what a started chunk runs on the MPI
+  // backend (start below), and the tests' entry point. Every path of the MPI backend executes a chunk, blocking;
+  // the NCCL backend enqueues it on `stream` (batch plans: BASP_ERROR_UNSUPPORTED). The chunks
   // of one gather run in order over the same head-sharded inputs, with no other exchange of the plan between them
   // (a head several ranks hold is summed in the chunk of its last contribution, from where the others landed). A
   // chunk outside the plan's bounds is a BASP_ERROR_INVALID_ARGUMENT of this rank's checks.
@@ -55,14 +55,17 @@ class Plan : public std::enable_shared_from_this<Plan> {
   // definitions in plan_chunks.cpp). start checks its arguments and the round's rules on the caller's thread (a
   // failure is told to the group, in order, as an execute's is), then queues the chunk on the comm's progress
   // thread and returns; test says whether it has run; wait blocks until it has, frees it and rethrows its error.
-  // The plan's first start makes its chunk slots (one per chunk and direction).
+  // On a backend whose executor orders chunks on the device (transport::StreamChunks, NCCL) start enqueues the
+  // chunk on the caller's thread instead, test queries the device and wait makes the start's stream wait for the
+  // chunk: nothing blocks the host. The plan's first start makes its chunk slots (one per chunk and direction).
   void start(Direction direction, int32_t chunk, int32_t count, int64_t tokens, const void* const* inputs,
              void* const* outputs, void* stream);
   bool test(Direction direction, int32_t chunk);
   void wait(Direction direction, int32_t chunk);
   // basp_plan_destroy: waits for the chunks in flight up to the comm's timeout and throws the first error of a chunk
   // not waited for; past the timeout, takes those not yet begun out of the queue and throws BASP_ERROR_TIMEOUT (the
-  // running one ends within its own deadline, the plan after it).
+  // running one ends within its own deadline, the plan after it). Device-ordered chunks: waits for their events up
+  // to the timeout, then aborts the communicator and throws BASP_ERROR_TIMEOUT (the comm broken).
   void drain();
   // basp_plan_set_documents: the document boundaries of the executes that follow (THD plans).
   void set_documents(const int64_t* cu_seqlens, int32_t num_docs);

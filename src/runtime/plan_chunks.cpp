@@ -108,6 +108,14 @@ void Plan::start(Direction direction, int32_t index, int32_t count, int64_t toke
     const std::exception_ptr own = std::current_exception();
     in_order([&] { executor_->fail(direction, call, chunk, own); });
   }
+  // A device-ordered backend enqueues the chunk now, on the caller's thread (a failure leaves the round as it was).
+  transport::StreamChunks* device = executor_->stream_chunks();
+  if (device != nullptr) {
+    comm_->collective([&] {
+      check_usable();
+      device->start(direction, job->call, inputs, outputs, stream);
+    });
+  }
   ChunkRound& r = round(direction);
   if (r.count == 0) {
     r.count = count;
@@ -125,7 +133,7 @@ void Plan::start(Direction direction, int32_t index, int32_t count, int64_t toke
     job->outputs[static_cast<size_t>(t)] = outputs[t];
   }
   job->in_use = true;
-  comm_->progress().submit(*job, shared_from_this());
+  if (device == nullptr) comm_->progress().submit(*job, shared_from_this());
   BASP_LOG(TRACE, start_call(direction), ": plan ", static_cast<const void*>(this), ", chunk ", index, " of ", count,
            ", ", call, " tokens queued");
 }
@@ -142,11 +150,19 @@ Plan::ChunkJob& Plan::started_job(Direction direction, int32_t chunk) {
 
 bool Plan::test(Direction direction, int32_t chunk) {
   const ChunkJob& job = started_job(direction, chunk);
+  if (transport::StreamChunks* device = executor_->stream_chunks()) {
+    return comm_->collective([&] { return device->test(direction, chunk); });
+  }
   return comm_->progress().has_run(job);
 }
 
 void Plan::wait(Direction direction, int32_t chunk) {
   ChunkJob& job = started_job(direction, chunk);
+  if (transport::StreamChunks* device = executor_->stream_chunks()) {
+    job.in_use = false;  // whatever the wait finds, the chunk is no longer the caller's to wait for
+    comm_->collective([&] { device->wait(direction, chunk); });
+    return;
+  }
   comm_->progress().wait(job);
   const std::exception_ptr error = job.error();
   job.in_use = false;
@@ -167,6 +183,15 @@ void Plan::drain() {
   const detail::Deadline deadline(comm_->options().timeout_ms);
   BASP_LOG(WARN, "basp_plan_destroy: plan ", static_cast<const void*>(this), " has ", in_use.size(),
            " chunk(s) started and not waited for");
+  if (transport::StreamChunks* device = executor_->stream_chunks()) {
+    for (Progress::Job* job : in_use) static_cast<ChunkJob*>(job)->in_use = false;
+    comm_->collective([&] {  // a timeout breaks the comm
+      BASP_CHECK(device->drain(deadline), BASP_ERROR_TIMEOUT, "basp_plan_destroy: chunks of the plan were still in ",
+                 "flight on the device after the comm's timeout (", comm_->options().timeout_ms, " ms); the ",
+                 "communicator was aborted, which ended them: destroy the comm's plans and the comm");
+    });
+    return;
+  }
   if (progress.wait_all(in_use.data(), static_cast<int>(in_use.size()), deadline)) {
     for (Progress::Job* job : in_use) {  // the first error of a chunk nobody will wait for now
       if (job->error()) std::rethrow_exception(job->error());

@@ -70,6 +70,24 @@ struct ExecuteNeeds {
   const char* backend = "";    // for messages: "MPI", "NCCL"
 };
 
+// Split-phase head chunks that the device orders (the NCCL backend): a start enqueues the chunk's exchange and
+// returns, a test queries whether it has ended, a wait makes the stream the start took wait for it; nothing runs on
+// the comm's progress thread and the host never blocks. The runtime keeps the rounds' rules (runtime/plan.h).
+class StreamChunks {
+ public:
+  virtual ~StreamChunks() = default;
+  // Enqueues head chunk call.chunk of an exchange in `direction`, ordered after the work enqueued on `stream`.
+  virtual void start(Direction direction, const plan::CallGeometry& call, const void* const* inputs,
+                     void* const* outputs, void* stream) = 0;
+  // Whether chunk `chunk`'s exchange, started and not waited for, has ended; never blocks.
+  virtual bool test(Direction direction, int32_t chunk) = 0;
+  // Makes the stream the chunk's start took wait for its end, and frees the chunk; never blocks the host.
+  virtual void wait(Direction direction, int32_t chunk) = 0;
+  // basp_plan_destroy with chunks started and not waited for: waits for them to end up to `deadline`; false when
+  // some did not (their communicator is then aborted, which ends them).
+  virtual bool drain(const detail::Deadline& deadline) = 0;
+};
+
 class PlanExecutor {
  public:
   virtual ~PlanExecutor() = default;
@@ -100,6 +118,9 @@ class PlanExecutor {
   // Whether this executor's exchanges may run on the comm's progress thread while the caller's thread makes other
   // calls (split-phase head chunks, runtime/progress.h); throws BASP_ERROR_UNSUPPORTED naming why not.
   virtual void check_split_phase() const;
+  // The executor's device-ordered split-phase chunks (StreamChunks), or nullptr: its chunks then run on the comm's
+  // progress thread, blocking, as execute() runs them.
+  virtual StreamChunks* stream_chunks() { return nullptr; }
   // The fingerprint of the document boundaries of the executes that follow (0: none set). A backend whose exchanges
   // talk before moving data makes it part of what the group's ranks must agree on.
   virtual void set_documents(uint64_t fingerprint) { (void)fingerprint; }

@@ -14,7 +14,9 @@
 #include "common/rank_list.h"
 #include "common/trace.h"
 #include "layout/cuda/pack_kernels.h"
+#include "plan/head_chunks.h"
 #include "transport/executor_base.h"
+#include "transport/nccl/chunk_streams.h"
 #include "transport/nccl/exchange_watch.h"
 #include "transport/nccl/nccl_batch.h"
 #include "transport/nccl/nccl_paths.h"
@@ -82,10 +84,16 @@ uint64_t plan_fingerprint(const plan::ExchangePlan& plan) {
   return f.value();
 }
 
-class NcclExecutor final : public ExecutorBase<DevicePath> {
+// Executes whole exchanges and head chunks alike on the caller's stream; split-phase chunks (StreamChunks) on the
+// plan's side stream (chunk_streams.h).
+class NcclExecutor final : public ExecutorBase<DevicePath>, public StreamChunks {
  public:
   NcclExecutor(std::shared_ptr<GroupComm> comm, const plan::ExchangePlan& plan, ExecutorOptions options)
       : ExecutorBase(plan, kNeeds), comm_(std::move(comm)) {
+    {
+      DeviceScope scope(comm_->device());
+      chunks_ = std::make_unique<ChunkStreams>(plan::max_head_chunks(plan_));
+    }
     if (options.local_copy_when_alone && plan_.group_size == 1) {
       path_ = std::make_unique<LocalCopyPath>(plan_);
     } else {
@@ -110,16 +118,48 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
     exchange_ = std::move(exchange);
   }
 
+  ~NcclExecutor() override {
+    DeviceScope scope(comm_->device());
+    chunks_.reset();
+  }
+
   void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
                void* stream) override {
-    BASP_CHECK(call.chunk.whole(), BASP_ERROR_UNSUPPORTED, direction_call(direction), ": head chunk ", call.chunk.index,
-               " of ", call.chunk.count, ": the NCCL backend executes whole exchanges only");
     run(
         direction, call,
         [&](ncclComm_t comm, cudaStream_t s) { enqueue_exchange(*path_, direction, call, inputs, outputs, comm, s); },
         stream);
   }
   void set_documents(uint64_t fingerprint) override { call_.documents = fingerprint; }
+
+  // Split-phase head chunks, ordered by the device: nothing runs on the progress thread.
+  void check_split_phase() const override {}
+  StreamChunks* stream_chunks() override { return this; }
+  void start(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
+             void* stream) override {
+    const auto caller = static_cast<cudaStream_t>(stream);
+    DeviceScope scope(comm_->device());
+    const cudaStream_t side = chunks_->begin(caller);
+    execute(direction, call, inputs, outputs, side);
+    chunks_->end(direction, call.chunk.index, caller);
+  }
+  bool test(Direction direction, int32_t chunk) override {
+    DeviceScope scope(comm_->device());
+    return chunks_->test(direction, chunk);
+  }
+  void wait(Direction direction, int32_t chunk) override {
+    DeviceScope scope(comm_->device());
+    chunks_->wait(direction, chunk);
+  }
+  bool drain(const detail::Deadline& deadline) override {
+    DeviceScope scope(comm_->device());
+    if (chunks_->drain(deadline)) return true;
+    try {
+      comm_->abort();  // ends the chunks' kernels
+    } catch (const detail::Error&) {
+    }
+    return false;
+  }
 
  private:
   // The deadline (exchange_watch.h) around the enqueue, and the agreement of BASP_CHECK_EXCHANGES before it.
@@ -164,6 +204,7 @@ class NcclExecutor final : public ExecutorBase<DevicePath> {
   }
 
   std::shared_ptr<GroupComm> comm_;
+  std::unique_ptr<ChunkStreams> chunks_;
   std::shared_ptr<ExchangeWatch> watch_;
   std::shared_ptr<const ExchangeWatch::Exchange> exchange_;
   bool check_ = false;
@@ -217,6 +258,10 @@ class NcclBatchExecutor final : public ExecutorBase<DevicePath> {
   }
   // Document boundaries set on the plan (basp_plan_set_documents) travel in the tag.
   void set_documents(uint64_t fingerprint) override { tag_.documents = fingerprint; }
+  void check_split_phase() const override {
+    detail::fail(BASP_ERROR_UNSUPPORTED, "batch plans of the NCCL backend run no split-phase head chunks ",
+                 "(basp_scatter_start, basp_gather_start); the comm's ordinary plans do");
+  }
 
  private:
   template <typename F>

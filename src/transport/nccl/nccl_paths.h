@@ -27,6 +27,51 @@ inline void check_launch(cudaError_t rc, const char* what) {
   if (rc != cudaSuccess) detail::fail_cuda(rc, what);
 }
 
+// The ncclSend/ncclRecv calls of one exchange in `direction`, inside the caller's NCCL group: for every tensor t
+// and position j, the rows this rank sends j and those j sends it, between the send and receive workspaces `ws`
+// (chunk_offset(t, j)). A head chunk moves its piece of each (Geometry::moved_bytes at moved_offset), so the
+// pieces of one round's chunks are disjoint and a gather's contributions wait in place for the chunk that sums
+// them. Pieces of no bytes are not sent. `peers`: the NCCL rank of each position (nullptr: the position).
+inline void send_recv_pieces(Direction direction, const layout::Geometry* geom, int32_t n,
+                             const layout::PackedWorkspace& ws, std::byte* send, std::byte* recv, const int32_t* peers,
+                             ncclComm_t comm, cudaStream_t s) {
+  const bool scatter = direction == Direction::kScatter;
+  for (int32_t t = 0; t < n; ++t) {
+    const layout::Geometry& g = geom[t];
+    for (int64_t j = 0; j < g.k; ++j) {
+      // The pieces' sequence and head positions: out goes to j, in comes from j.
+      const int64_t out_s = scatter ? g.me : j;
+      const int64_t out_h = scatter ? j : g.me;
+      const int64_t out = g.moved_bytes(out_s, out_h);
+      const int64_t in = g.moved_bytes(out_h, out_s);
+      const int peer = peers != nullptr ? peers[j] : static_cast<int>(j);
+      if (out > 0) {
+        BASP_NCCL_CHECK(ncclSend(send + ws.chunk_offset(t, j) + g.moved_offset(out_s, out_h), static_cast<size_t>(out),
+                                 ncclUint8, peer, comm, s));
+      }
+      if (in > 0) {
+        BASP_NCCL_CHECK(ncclRecv(recv + ws.chunk_offset(t, j) + g.moved_offset(out_h, out_s), static_cast<size_t>(in),
+                                 ncclUint8, peer, comm, s));
+      }
+    }
+  }
+}
+
+// ncclGroupStart/End around `calls`, closing the group when a call inside it fails.
+template <typename Calls>
+void nccl_group(Calls&& calls) {
+  BASP_NCCL_CHECK(ncclGroupStart());
+  struct GroupEnd {
+    bool open = true;
+    ~GroupEnd() {
+      if (open) ncclGroupEnd();
+    }
+  } group_end;
+  calls();
+  group_end.open = false;
+  BASP_NCCL_CHECK(ncclGroupEnd());
+}
+
 class DevicePath {
  public:
   virtual ~DevicePath() = default;
@@ -52,9 +97,23 @@ class LocalCopyPath final : public DevicePath {
   }
 
  private:
+  // A head chunk copies its moved heads of every row (Geometry::moved), one 2D copy per tensor.
   void copy(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, cudaStream_t s) {
     for (int32_t t = 0; t < plan_.num_tensors(); ++t) {
-      const auto bytes = static_cast<size_t>(call.at(t).seq_tensor_bytes(0));
+      const layout::Geometry& g = call.at(t);
+      if (!g.whole()) {
+        const layout::HeadSpan m = g.moved(0);
+        const auto width = static_cast<size_t>(m.size() * g.dim_bytes());
+        const auto rows = static_cast<size_t>(g.seq_rows(0));
+        if (width == 0 || rows == 0) continue;
+        const auto pitch = static_cast<size_t>(g.seq_row_bytes());
+        const auto skip = static_cast<size_t>(m.begin * g.dim_bytes());
+        BASP_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<std::byte*>(outputs[t]) + skip, pitch,
+                                          static_cast<const std::byte*>(inputs[t]) + skip, pitch, width, rows,
+                                          cudaMemcpyDeviceToDevice, s));
+        continue;
+      }
+      const auto bytes = static_cast<size_t>(g.seq_tensor_bytes(0));
       if (bytes == 0) continue;
       BASP_CUDA_CHECK(cudaMemcpyAsync(outputs[t], inputs[t], bytes, cudaMemcpyDeviceToDevice, s));
     }
@@ -74,42 +133,54 @@ class AllToAllPath final : public DevicePath {
   basp_path_t id() const override { return BASP_PATH_NCCL; }
   int64_t workspace_bytes() const override { return send_.bytes() + recv_.bytes(); }
 
-  void scatter(const plan::CallGeometry&, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  void scatter(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
                cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
-    const layout::Geometry* g = plan_.tensors.data();
+    const layout::Geometry* g = geometry(call);
     {
       const detail::TraceRange range("basp:pack");
       check_launch(layout::cuda::launch_scatter_pack(g, n, workspace_, inputs, send_.get(), s), "scatter: pack");
     }
     {
       const detail::TraceRange range("basp:exchange");
-      exchange(comm, s);
+      exchange(Direction::kScatter, call, comm, s);
     }
     const detail::TraceRange range("basp:unpack");
     check_launch(layout::cuda::launch_scatter_unpack(g, n, workspace_, recv_.get(), outputs, s), "scatter: unpack");
   }
 
-  void gather(const plan::CallGeometry&, const void* const* inputs, void* const* outputs, ncclComm_t comm,
+  void gather(const plan::CallGeometry& call, const void* const* inputs, void* const* outputs, ncclComm_t comm,
               cudaStream_t s) override {
     const int32_t n = plan_.num_tensors();
-    const layout::Geometry* g = plan_.tensors.data();
+    const layout::Geometry* g = geometry(call);
     {
       const detail::TraceRange range("basp:pack");
       check_launch(layout::cuda::launch_gather_pack(g, n, workspace_, inputs, send_.get(), s), "gather: pack");
     }
     {
       const detail::TraceRange range("basp:exchange");
-      exchange(comm, s);
+      exchange(Direction::kGather, call, comm, s);
     }
     const detail::TraceRange range("basp:unpack");
     check_launch(layout::cuda::launch_gather_unpack(g, n, workspace_, recv_.get(), outputs, s), "gather: unpack");
   }
 
  private:
-  // Every peer block has the same size: one all-to-all moves every tensor.
-  void exchange(ncclComm_t comm, cudaStream_t s) {
-    alltoall_bytes(send_.get(), recv_.get(), static_cast<size_t>(workspace_.peer_stride[0]), comm, s);
+  // The whole exchange at the plan's shape; a head chunk's geometry carries the heads it moves.
+  const layout::Geometry* geometry(const plan::CallGeometry& call) const {
+    return call.chunk.whole() ? plan_.tensors.data() : call.tensors.data();
+  }
+  // Every peer block has the same size: one all-to-all moves every tensor. A head chunk's pieces lie inside the
+  // blocks (send_recv_pieces).
+  void exchange(Direction direction, const plan::CallGeometry& call, ncclComm_t comm, cudaStream_t s) {
+    if (call.chunk.whole()) {
+      alltoall_bytes(send_.get(), recv_.get(), static_cast<size_t>(workspace_.peer_stride[0]), comm, s);
+      return;
+    }
+    nccl_group([&] {
+      send_recv_pieces(direction, call.tensors.data(), call.num_tensors, workspace_, send_.get(), recv_.get(), nullptr,
+                       comm, s);
+    });
   }
 
   const plan::ExchangePlan& plan_;
@@ -247,45 +318,22 @@ class GeneralPath final : public DevicePath {
   // other way round. Chunks of no bytes are not sent. A batch plan's tag goes to every peer first (NCCL matches
   // a pair's messages in order), so every pair of the group exchanges at least the tag.
   void exchange(Direction direction, const layout::Geometry* geom, int32_t n, ncclComm_t comm, cudaStream_t s) {
-    const bool scatter = direction == Direction::kScatter;
     const int64_t k = plan_.group_size;
     const int64_t me = plan_.position;
     const bool tagged = tag_out_ != nullptr;
     if (tagged) check_launch(layout::cuda::launch_write_tag(tag_out_, wiring_.tag, s), "writing the tag");
-    BASP_NCCL_CHECK(ncclGroupStart());
-    // A failed call inside the group must not leave this thread's NCCL group open.
-    struct GroupEnd {
-      bool open = true;
-      ~GroupEnd() {
-        if (open) ncclGroupEnd();
-      }
-    } group_end;
-    if (tagged) {
-      for (int64_t j = 0; j < k; ++j) {
-        if (j == me) continue;
-        const int peer = peer_of(j);
-        BASP_NCCL_CHECK(ncclSend(tag_out_, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
-        BASP_NCCL_CHECK(ncclRecv(tags_in_ + j, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
-      }
-    }
-    for (int32_t t = 0; t < n; ++t) {
-      const layout::Geometry& g = geom[t];
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t out = scatter ? g.chunk_bytes(me, j) : g.chunk_bytes(j, me);
-        const int64_t in = scatter ? g.chunk_bytes(j, me) : g.chunk_bytes(me, j);
-        const int peer = peer_of(j);
-        if (out > 0) {
-          BASP_NCCL_CHECK(
-              ncclSend(send_ptr_ + workspace_.chunk_offset(t, j), static_cast<size_t>(out), ncclUint8, peer, comm, s));
-        }
-        if (in > 0) {
-          BASP_NCCL_CHECK(
-              ncclRecv(recv_ptr_ + workspace_.chunk_offset(t, j), static_cast<size_t>(in), ncclUint8, peer, comm, s));
+    nccl_group([&] {
+      if (tagged) {
+        for (int64_t j = 0; j < k; ++j) {
+          if (j == me) continue;
+          const int peer = peer_of(j);
+          BASP_NCCL_CHECK(ncclSend(tag_out_, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
+          BASP_NCCL_CHECK(ncclRecv(tags_in_ + j, sizeof(layout::cuda::ExchangeTag), ncclUint8, peer, comm, s));
         }
       }
-    }
-    group_end.open = false;
-    BASP_NCCL_CHECK(ncclGroupEnd());
+      send_recv_pieces(direction, geom, n, workspace_, send_ptr_, recv_ptr_,
+                       wiring_.peers.empty() ? nullptr : wiring_.peers.data(), comm, s);
+    });
     if (tagged) {
       check_launch(layout::cuda::launch_check_tags(tags_in_, static_cast<int32_t>(k), static_cast<int32_t>(me),
                                                    wiring_.tag, skip_, wiring_.report, s),
