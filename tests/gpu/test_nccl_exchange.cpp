@@ -3,7 +3,7 @@
 // bit-exact (K = 1: scatter and gather are the identity) with poisoned outputs for both layouts, that it is
 // captured in a CUDA graph (kernels and the NCCL all-to-all) and replays correctly on new data, and that an
 // aborted communicator makes executes fail with BASP_ERROR_NCCL. Each for GQA and for multi-head latent attention
-// (tensors of their own head sizes in one exchange).
+// (tensors of their own head sizes in one exchange). Split-phase head chunks too (run_chunks; NOT yet run on a GPU).
 #include <nccl.h>
 
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "gpu_util.h"
 #include "pattern.h"
 #include "plan/exchange.h"
+#include "plan/head_chunks.h"
 #include "runtime/create.h"
 #include "transport/nccl/nccl_backend.h"
 #include "transport/nccl/nccl_executor.h"
@@ -139,6 +140,112 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   cudaGraphDestroy(graph);
 }
 
+// Split-phase head chunks (transport::StreamChunks) of the same plans: for C in 1, 2 and max_head_chunks, every
+// scatter chunk started in order on the caller's stream and waited for in reverse, then the gather's the same way;
+// the device orders each chunk's exchange on the plan's side stream after the caller's work, test() queries its
+// event, wait() makes the caller's stream wait on it. Bit-exact (K = 1: the identity) with poisoned outputs; then
+// one round captured in a CUDA graph and replayed on new data.
+void run_chunks(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, int32_t layout, bool mla,
+                cudaStream_t stream, basp::test::Tally& tally) {
+  std::mt19937_64 rng(11 + layout);
+  const auto plan = make_plan(layout, mla);
+  basp::transport::nccl::ExecutorOptions options;
+  options.local_copy_when_alone = false;
+  auto executor = basp::transport::nccl::make_executor(group, plan, options);
+  basp::transport::StreamChunks* chunks = executor->stream_chunks();
+  if (!tally.check(chunks != nullptr, "the NCCL executor runs split-phase chunks on the device")) return;
+  const int32_t n = plan.num_tensors();
+  const int64_t tokens = plan.tensors[0].seq_len;
+  std::vector<std::vector<std::byte>> host(n);
+  std::vector<DeviceBytes> in, head, back;
+  std::vector<const void*> in_ptr, head_cptr;
+  std::vector<void*> head_ptr, back_ptr;
+  for (int32_t t = 0; t < n; ++t) {
+    const int64_t bytes = plan.tensors[t].seq_tensor_bytes(0);
+    host[t].resize(static_cast<size_t>(bytes));
+    in.emplace_back(bytes);
+    head.emplace_back(bytes);
+    back.emplace_back(bytes);
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    in_ptr.push_back(in[t].data());
+    head_ptr.push_back(head[t].data());
+    head_cptr.push_back(head[t].data());
+    back_ptr.push_back(back[t].data());
+  }
+  auto refill = [&]() {
+    for (int32_t t = 0; t < n; ++t) {
+      basp::test::fill_random_bytes(host[t], rng);
+      in[t].upload(host[t]);
+      head[t].fill(kPoison);
+      back[t].fill(kPoison);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+  };
+  auto round = [&](int32_t count, bool query) {
+    for (const basp::Direction dir : {basp::Direction::kScatter, basp::Direction::kGather}) {
+      const bool scatter = dir == basp::Direction::kScatter;
+      for (int32_t c = 0; c < count; ++c) {
+        const basp::plan::CallGeometry call = plan.call(tokens, {c, count}, dir);
+        chunks->start(dir, call, scatter ? in_ptr.data() : head_cptr.data(),
+                      scatter ? head_ptr.data() : back_ptr.data(), stream);
+      }
+      if (query) {  // the device ends every chunk: test() says so without a wait
+        TEST_CUDA(cudaDeviceSynchronize());
+        bool all = true;
+        for (int32_t c = 0; c < count; ++c) all = chunks->test(dir, c) && all;
+        tally.check(all, "test() reports every chunk ended once the device is idle");
+      }
+      for (int32_t c = count - 1; c >= 0; --c) chunks->wait(dir, c);
+    }
+  };
+  const int32_t max = basp::plan::max_head_chunks(plan);
+  for (const int32_t count : {1, 2, max}) {
+    refill();
+    try {
+      round(count, true);
+      TEST_CUDA(cudaStreamSynchronize(stream));
+      for (int32_t t = 0; t < n; ++t) {
+        tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, "chunked scatter, bit-exact");
+        tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "chunked gather, bit-exact");
+      }
+    } catch (const basp::detail::Error& e) {
+      tally.check(false, e.what());
+    }
+    std::printf("  %s %s, %d head chunk(s) started in order, waited in reverse\n",
+                layout == BASP_LAYOUT_BSHD ? "BSHD" : "SBHD", mla ? "MLA" : "GQA", count);
+  }
+  refill();
+  cudaGraph_t graph = nullptr;
+  TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  bool enqueued = true;
+  try {
+    round(2, false);
+  } catch (const basp::detail::Error& e) {
+    enqueued = false;
+    std::printf("  chunk capture: %s\n", e.what());
+  }
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!tally.check(enqueued && end == cudaSuccess, "a round of head chunks captured in a CUDA graph")) {
+    std::printf("  end capture: %s\n", cudaGetErrorString(end));
+    cudaGetLastError();
+    return;
+  }
+  cudaGraphExec_t exec = nullptr;
+  TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    refill();
+    TEST_CUDA(cudaGraphLaunch(exec, stream));
+    TEST_CUDA(cudaStreamSynchronize(stream));
+    for (int32_t t = 0; t < n; ++t) {
+      tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, "chunk graph replay: scatter");
+      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "chunk graph replay: gather");
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 }  // namespace
 
 int main() {
@@ -167,6 +274,8 @@ int main() {
     for (bool mla : {false, true}) {
       run_layout(group, BASP_LAYOUT_BSHD, mla, stream, tally);
       run_layout(group, BASP_LAYOUT_SBHD, mla, stream, tally);
+      run_chunks(group, BASP_LAYOUT_BSHD, mla, stream, tally);
+      run_chunks(group, BASP_LAYOUT_SBHD, mla, stream, tally);
     }
 
     // After an abort, the exchange path refuses to enqueue.

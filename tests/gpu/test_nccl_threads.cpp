@@ -19,7 +19,10 @@
 //   7. a hung exchange: every rank but the last scatters, the last never joins; after the comm's timeout (3 s)
 //      basp_comm_get_async_error reports BASP_ERROR_TIMEOUT, the comm is aborted, the stream completes (no hang),
 //      and the next execute fails;
-//   8. basp_comm_calibrate on a batch comm: completes, finite coefficients, the same on every rank.
+//   8. basp_comm_calibrate on a batch comm: completes, finite coefficients, the same on every rank;
+//   9. split-phase head chunks (head_chunks_procs.h; NOT yet run on a GPU): GQA with a KV head every rank holds,
+//      C in 1, 2, max started in order and waited in reverse, the scatter and the summing gather bit-exact; a plan
+//      destroyed with chunks in flight that end.
 // It reports skipped (77) when a rank has no CUDA device.
 #include <nccl.h>
 
@@ -39,6 +42,9 @@
 #include "expected_tensors.h"
 #include "gpu_threads.h"
 #include "gpu_util.h"
+#if BASP_TEST_PROCESSES
+#include "head_chunks_procs.h"
+#endif
 
 using basp::layout::Geometry;
 using basp::test::Barrier;
@@ -511,6 +517,7 @@ void procs_main(int l, int n, ncclComm_t parent, Failures& out, Barrier& barrier
   if (barrier.all(rc == BASP_SUCCESS)) {
     section("5 graph capture and replay", [&] { graph_replay(comm, l, n, out, barrier); });
     section("6 BASP_CHECK_EXCHANGES", [&] { exchange_check(comm, l, n, out, barrier); });
+    section("9 split-phase head chunks", [&] { basp::test::head_chunks_procs(comm, l, n, out, barrier); });
   }
   if (comm != nullptr) basp_comm_destroy(comm);
   section("7 hung exchange", [&] { hung_exchange(parent, l, n, out, barrier); });
