@@ -538,11 +538,20 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first
  *    start returns BASP_ERROR_UNSUPPORTED naming the level MPI provides). Once chunks are in flight, a one-call
  *    execute of another plan of the comm runs on that thread too, after them, and returns when it is done.
- *    NCCL backend: BASP_ERROR_UNSUPPORTED for now.
+ *  - NCCL backend: stream-ordered, never blocking the host. start enqueues the chunk's pack, exchange and unpack
+ *    on a stream of the plan (made with the plan), ordered after the work enqueued on `stream` so far, and records
+ *    an event after them; test queries that event; wait makes `stream` (the start's) wait on it and returns at
+ *    once: work enqueued on `stream` after the wait sees the chunk's outputs, and the buffers are the library's
+ *    until `stream` reaches the wait. A round can be captured in a CUDA graph (start and wait inside the capture;
+ *    each chunk must be waited for before the capture ends; test then says 1 without querying). All plans of a
+ *    comm share one NCCL communicator, which runs its exchanges one at a time in the order they were enqueued: a
+ *    scatter chunk and a gather chunk in flight serialise with each other (and with one-call executes of the comm),
+ *    and overlap only with the caller's compute. Batch plans: BASP_ERROR_UNSUPPORTED.
  * basp_*_test sets *done to 1 once the chunk is complete (its error, if any, is then returned by its wait), else
- * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again).
- * basp_plan_destroy with chunks not waited for waits for them up to the comm's timeout and returns the first error
- * among them; past the timeout it returns BASP_ERROR_TIMEOUT (the plan's memory is released once they end).
+ * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again; on
+ * NCCL it does not block, as above). basp_plan_destroy with chunks not waited for waits for them up to the comm's
+ * timeout and returns the first error among them; past the timeout it returns BASP_ERROR_TIMEOUT (MPI: the plan's
+ * memory is released once they end; NCCL: the communicator is aborted, which ends them, and the comm is broken).
  * Threads: as basp_scatter (one thread at a time per plan; start, test and wait of one plan from that thread). */
 BASP_API basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
                                           const void* const* inputs, void* const* outputs, void* stream);

@@ -33,6 +33,8 @@ class Work:
     """One started head chunk of a scatter or gather (like torch.distributed's Work of an async_op): wait() blocks
     until the chunk is complete and raises basp.Error with the library's message if it failed; is_completed()
     tests without blocking. The chunk's outputs are `outputs` (the list passed to the start), complete after wait().
+    NCCL backend: wait() does not block; it makes the start's CUDA stream wait for the chunk (as a CUDA Work's wait
+    does), so the outputs are complete for work enqueued on that stream after it.
     Each Work is waited for once; a second wait() raises basp.Error (INVALID_ARGUMENT)."""
 
     def __init__(self, plan: Plan, op: str, chunk: int, num_chunks: int, inputs: List[Any],
