@@ -132,7 +132,7 @@ BASP_HOST_DEVICE void copy_tile_rows(const RowCopyArgs& a, int32_t t, int64_t ti
   const HeadSpan m = g.moved(h);
   const int64_t rb = m.size() * g.dim_bytes();
   if (rb <= 0) return;
-  const int64_t skip = (m.begin - g.head_begin(h)) * g.dim_bytes();
+  const int64_t skip = g.whole() ? 0 : (m.begin - g.head_begin(h)) * g.dim_bytes();
   const int64_t tensor_offset =
       seq_side ? r * g.seq_row_bytes() + m.begin * g.dim_bytes() : g.head_row_offset(h, s, r) + skip;
   const int64_t wire_offset = a.workspace.chunk_offset(t, j) + g.seq_rows(s) * skip + r * rb;
