@@ -118,9 +118,14 @@ class NcclExecutor final : public ExecutorBase<DevicePath>, public StreamChunks 
     exchange_ = std::move(exchange);
   }
 
+  // The chunk streams are released on the comm's device (without throwing: DeviceScope may).
   ~NcclExecutor() override {
-    DeviceScope scope(comm_->device());
+    int previous = -1;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != comm_->device() &&
+                          cudaSetDevice(comm_->device()) == cudaSuccess;
     chunks_.reset();
+    if (switched) cudaSetDevice(previous);
+    cudaGetLastError();
   }
 
   void execute(Direction direction, const plan::CallGeometry& call, const void* const* inputs, void* const* outputs,
