@@ -57,8 +57,9 @@ struct PathContext {
   // Position -> rank on the communicators the plan's messages travel on: the group's own (position j is rank j), or
   // the comm's world communicators for a batch plan (the world ranks of its group's members).
   std::vector<int32_t> ranks;
-  // The p2p and cma paths' workspace: the plan's own, or the comm's pool for its batch plans.
-  std::shared_ptr<Workspace> workspace;
+  // The p2p and cma paths' workspaces: the plan's own for both directions, or the comm's pool for its batch plans
+  // (one per direction).
+  DirectionWorkspaces workspaces;
   int peer_rank(int32_t j) const { return ranks[static_cast<size_t>(j)]; }
 };
 

@@ -34,7 +34,7 @@ struct GuardedComm {
 
 // The world-level resources of the comm's batch plans (docs/batch.md), made once at comm creation: a duplicate of
 // the parent for their control messages (one channel over the world, one tag), one for their data messages, the
-// workspace pool, and the flag that serialises their executes.
+// workspace pool (one workspace per direction: workspace.h), and the flag that serialises their executes.
 class MpiBatchTransport final : public BatchTransport {
  public:
   // Collective over the world: the locality round (find_batch_locality) runs on `collectives`.
@@ -78,7 +78,8 @@ class MpiBatchTransport final : public BatchTransport {
   MpiBootstrap bootstrap_;
   BatchLocality locality_;  // where a group may take the cma path, found once
   NodeStaging staging_;     // the per-node staging regions of the staged path
-  std::shared_ptr<Workspace> pool_ = std::make_shared<Workspace>("the batch plans' workspace");
+  DirectionWorkspaces pool_{std::make_shared<Workspace>("the batch plans' scatter workspace"),
+                            std::make_shared<Workspace>("the batch plans' gather workspace")};
   std::atomic<bool> busy_{false};
 };
 

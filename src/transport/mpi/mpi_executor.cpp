@@ -47,7 +47,7 @@ struct ExecutorParts {
   GroupSpec group;                       // its group: world ranks by position, the timeout, for messages
   std::vector<int32_t> ranks;            // position -> rank on the channel's and the data communicators
   MatchPolicy match;                     // plan tag, or batch fingerprint
-  std::shared_ptr<Workspace> workspace;  // the plan's own, or the comm's pool
+  DirectionWorkspaces workspaces;        // the plan's own, or the comm's pool (one per direction)
   std::shared_ptr<SharedMemory> memory;  // the group's basp_mem_alloc memory (none for a batch plan)
   std::atomic<bool>* busy = nullptr;     // the comm's flag that serialises its batch plans' executes (batch only)
 };
@@ -65,7 +65,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
     context_.group = &group_;
     context_.memory = std::move(parts.memory);
     context_.ranks = std::move(parts.ranks);
-    context_.workspace = std::move(parts.workspace);
+    context_.workspaces = std::move(parts.workspaces);
   }
 
   const PathContext& path_context() const { return context_; }
@@ -110,7 +110,7 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
   }
 
  private:
-  // Executes of one comm's batch plans run one at a time: they share one tag and one workspace.
+  // Executes of one comm's batch plans run one at a time: they share one tag and the pool's workspaces.
   class Serial {
    public:
     explicit Serial(std::atomic<bool>* busy) : busy_(busy) {
@@ -171,14 +171,14 @@ class MpiExecutor final : public ExecutorBase<ExchangePath> {
 
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
-                                                  ControlChannel& world, MPI_Comm data, std::shared_ptr<Workspace> pool,
+                                                  ControlChannel& world, MPI_Comm data, const DirectionWorkspaces& pool,
                                                   std::atomic<bool>& busy) {
   ExecutorParts parts;
   parts.channel = &world;
   parts.group = batch.group;
   parts.ranks = batch.group.members;  // world ranks, the world channel's and the data communicator's
   parts.match = MatchPolicy::batch_fingerprint(batch);
-  parts.workspace = std::move(pool);
+  parts.workspaces = pool;
   parts.busy = &busy;
   auto executor = std::make_unique<MpiExecutor>(plan, std::move(parts));
   // Chosen locally: every rank of the group derives the same group, plan and locality from the same membership.
@@ -197,7 +197,7 @@ std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, cons
   parts.group = channel.group();
   parts.ranks = identity(plan.group_size);
   parts.match = MatchPolicy::plan_tag(context.plan_id);
-  parts.workspace = std::make_shared<Workspace>("workspace");
+  parts.workspaces = DirectionWorkspaces::one(std::make_shared<Workspace>("workspace"));
   parts.memory = std::move(memory);
   auto executor = std::make_unique<MpiExecutor>(plan, std::move(parts));
   const detail::Deadline deadline(channel.group().timeout_ms);

@@ -27,12 +27,12 @@ std::unique_ptr<PlanExecutor> make_executor(const plan::ExchangePlan& plan, cons
                                             std::shared_ptr<SharedMemory> memory);
 
 // Not collective: a batch plan's executor (docs/batch.md), over the comm's world-level resources: `world` carries
-// its control messages, `data` (the comm's duplicate of the world) its data messages, `pool` its workspace,
+// its control messages, `data` (the comm's duplicate of the world) its data messages, `pool` its workspaces,
 // `staging` the per-node staging; `busy` is the comm's flag that serialises batch executes. Its path is chosen
 // locally (path_choice.h), the same on every rank of the group.
 std::unique_ptr<PlanExecutor> make_batch_executor(const plan::ExchangePlan& plan, const GroupInBatch& batch,
                                                   const BatchLocality& locality, NodeStaging& staging,
-                                                  ControlChannel& world, MPI_Comm data, std::shared_ptr<Workspace> pool,
+                                                  ControlChannel& world, MPI_Comm data, const DirectionWorkspaces& pool,
                                                   std::atomic<bool>& busy);
 
 }  // namespace basp::transport::mpi

@@ -20,7 +20,7 @@ int64_t rounded(int64_t bytes) { return std::max<int64_t>(kGrain, (bytes + kGrai
 
 struct Published {
   int64_t pid;
-  int64_t fd;  // -1: this rank has no region
+  int64_t fd[2];  // per direction (scatter, gather); -1: this rank has no region
 };
 
 }  // namespace
@@ -51,10 +51,19 @@ bool on_one_working_node(const std::vector<int32_t>& node, const std::vector<int
 
 NodeStaging::~NodeStaging() {
   for (const Mapping& m : mappings_) munmap(m.address, m.bytes);
-  for (int fd : peer_fd_) {
-    if (fd >= 0) close(fd);
+  close_peers();
+  for (Regions& r : regions_) {
+    if (r.own_fd >= 0) close(r.own_fd);
   }
-  if (own_fd_ >= 0) close(own_fd_);
+}
+
+void NodeStaging::close_peers() {
+  for (Regions& r : regions_) {
+    for (int& fd : r.peer_fd) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  }
 }
 
 void NodeStaging::set_up(const CollectiveScope& world, int32_t me, const std::vector<uint64_t>& nodes,
@@ -62,35 +71,37 @@ void NodeStaging::set_up(const CollectiveScope& world, int32_t me, const std::ve
   const size_t n = world.members.size();
   me_ = me;
   if (nodes.size() != n) return;  // the same on every rank: no staging, no round
-  own_fd_ = memfd_create("basp-batch-staging", MFD_CLOEXEC);
-  const Published mine{static_cast<int64_t>(getpid()), own_fd_};
+  Published mine{static_cast<int64_t>(getpid()), {-1, -1}};
+  int64_t ok = 1;
+  for (int d = 0; d < 2; ++d) {
+    regions_[d].own_fd = memfd_create("basp-batch-staging", MFD_CLOEXEC);
+    mine.fd[d] = regions_[d].own_fd;
+    if (regions_[d].own_fd < 0) ok = 0;
+  }
   std::vector<Published> all(n);
   allgather_bytes(world, &mine, sizeof mine, all.data(), "the exchange of the batch staging regions at comm creation",
                   deadline);
-  peer_fd_.assign(n, -1);
-  peer_bytes_.assign(n, 0);
-  peer_base_.assign(n, nullptr);
-  int64_t ok = own_fd_ >= 0 ? 1 : 0;
-  for (size_t r = 0; r < n && ok; ++r) {
-    if (static_cast<int32_t>(r) == me || nodes[r] != nodes[static_cast<size_t>(me)]) continue;
-    if (all[r].fd < 0) {
-      ok = 0;
-      break;
+  for (int d = 0; d < 2; ++d) {
+    Regions& regions = regions_[d];
+    regions.peer_fd.assign(n, -1);
+    regions.peer_bytes.assign(n, 0);
+    regions.peer_base.assign(n, nullptr);
+    for (size_t r = 0; r < n && ok; ++r) {
+      if (static_cast<int32_t>(r) == me || nodes[r] != nodes[static_cast<size_t>(me)]) continue;
+      if (all[r].fd[d] < 0) {
+        ok = 0;
+        break;
+      }
+      const std::string path = "/proc/" + std::to_string(all[r].pid) + "/fd/" + std::to_string(all[r].fd[d]);
+      regions.peer_fd[r] = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (regions.peer_fd[r] < 0) ok = 0;
     }
-    const std::string path = "/proc/" + std::to_string(all[r].pid) + "/fd/" + std::to_string(all[r].fd);
-    peer_fd_[r] = open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (peer_fd_[r] < 0) ok = 0;
   }
   std::vector<int64_t> oks(n);
   allgather_bytes(world, &ok, sizeof ok, oks.data(), "the check of the batch staging regions at comm creation",
                   deadline);
   node_ = working_nodes(nodes, oks);
-  if (!usable(me)) {
-    for (int& fd : peer_fd_) {
-      if (fd >= 0) close(fd);
-      fd = -1;
-    }
-  }
+  if (!usable(me)) close_peers();
 }
 
 bool NodeStaging::one_node(const std::vector<int32_t>& members) const { return on_one_working_node(node_, members); }
@@ -105,35 +116,37 @@ std::byte* NodeStaging::map(int fd, int64_t bytes, const char* whose, int32_t ra
   return static_cast<std::byte*>(p);
 }
 
-std::byte* NodeStaging::own(int64_t bytes) {
+std::byte* NodeStaging::own(Direction direction, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   BASP_CHECK(usable(me_), BASP_ERROR_INTERNAL, "this rank's node has no batch staging");
-  if (bytes <= own_bytes_ && own_base_ != nullptr) return own_base_;
+  Regions& r = regions(direction);
+  if (bytes <= r.own_bytes && r.own_base != nullptr) return r.own_base;
   const int64_t size = rounded(bytes);
-  if (ftruncate(own_fd_, static_cast<off_t>(size)) != 0) {
-    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "growing this rank's batch staging region to ", size,
-                 " bytes failed: ", std::strerror(errno));
+  if (ftruncate(r.own_fd, static_cast<off_t>(size)) != 0) {
+    detail::fail(BASP_ERROR_OUT_OF_MEMORY, "growing this rank's batch ", direction_name(direction),
+                 " staging region to ", size, " bytes failed: ", std::strerror(errno));
   }
-  std::byte* base = map(own_fd_, size, "this rank's", me_);
-  std::memset(base + own_bytes_, 0, static_cast<size_t>(size - own_bytes_));  // fault the new pages in now
-  own_base_ = base;
-  own_bytes_ = size;
+  std::byte* base = map(r.own_fd, size, "this rank's", me_);
+  std::memset(base + r.own_bytes, 0, static_cast<size_t>(size - r.own_bytes));  // fault the new pages in now
+  r.own_base = base;
+  r.own_bytes = size;
   return base;
 }
 
-std::byte* NodeStaging::peer(int32_t peer, int64_t bytes) {
+std::byte* NodeStaging::peer(Direction direction, int32_t peer, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto r = static_cast<size_t>(peer);
-  BASP_CHECK(usable(me_) && peer_fd_[r] >= 0, BASP_ERROR_INTERNAL, "world rank ", peer,
+  const auto at = static_cast<size_t>(peer);
+  Regions& r = regions(direction);
+  BASP_CHECK(usable(me_) && r.peer_fd[at] >= 0, BASP_ERROR_INTERNAL, "world rank ", peer,
              " is no batch staging peer of this rank");
   // The peer grows its region in its own time; this mapping may run past its end until then (nothing is read there
   // before the peer's first message of an exchange that needs it).
-  if (bytes > peer_bytes_[r] || peer_base_[r] == nullptr) {
+  if (bytes > r.peer_bytes[at] || r.peer_base[at] == nullptr) {
     const int64_t size = rounded(bytes);
-    peer_base_[r] = map(peer_fd_[r], size, "a peer's", peer);
-    peer_bytes_[r] = size;
+    r.peer_base[at] = map(r.peer_fd[at], size, "a peer's", peer);
+    r.peer_bytes[at] = size;
   }
-  return peer_base_[r];
+  return r.peer_base[at];
 }
 
 }  // namespace basp::transport::mpi

@@ -30,7 +30,7 @@ class CmaPath final : public ExchangePath {
  public:
   CmaPath(const PathContext& context, std::vector<pid_t> pids)
       : c_(context), pids_(std::move(pids)), shared_(context), places_(static_cast<size_t>(context.plan->group_size)) {
-    c_.workspace->reserve(std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position)));
+    c_.workspaces.reserve(std::max<int64_t>(64, c_.plan->workspace_bytes(c_.plan->position)));
   }
 
   basp_path_t id() const override { return BASP_PATH_CMA; }
@@ -44,9 +44,9 @@ class CmaPath final : public ExchangePath {
       c_.control->arrive(addresses, tensor_addresses(x, n, addresses), 0, x.deadline,
                          x.scatter() ? "the arrival of the group's ranks at basp_scatter (cma path)"
                                      : "the arrival of the group's ranks at basp_gather (cma path)",
-                         reinterpret_cast<uint64_t>(workspace()));
+                         reinterpret_cast<uint64_t>(workspace(x)));
     } catch (const detail::Error& e) {
-      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read();
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read(x);
       throw;
     }
     const bool shared = shared_.usable(x);
@@ -69,7 +69,7 @@ class CmaPath final : public ExchangePath {
                         "the cma path's completion (a peer still pending may yet read this rank's tensors: do not "
                         "reuse them)");
     } catch (const detail::Error& e) {
-      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read();
+      if (e.status() == BASP_ERROR_TIMEOUT) peers_may_read(x);
       throw;
     }
     if (error) std::rethrow_exception(error);
@@ -79,16 +79,16 @@ class CmaPath final : public ExchangePath {
  private:
   static bool streaming(const layout::Geometry& g) { return g.head_tensor_bytes(g.me) >= kStreamingMinBytes; }
 
-  // This plan's workspace, or a batch plan's: the comm's pool, which batch executes use one at a time.
-  std::byte* workspace() const { return c_.workspace->data(); }
+  // The exchange's workspace: this plan's, or a batch plan's: the comm's pool's of the exchange's direction.
+  std::byte* workspace(const Exchange& x) const { return c_.workspaces.of(x.direction).data(); }
   // A timeout left a peer that may still read the workspace (it reads, so this process is safe either way, but it
   // must not read memory reused for something else while it believes it is in the same exchange): keep it.
-  void peers_may_read() { c_.workspace->pin(); }
+  void peers_may_read(const Exchange& x) { c_.workspaces.of(x.direction).pin(); }
 
   // Tensor t's chunk for position j in this rank's workspace.
   std::byte* own_chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    return workspace() + p.workspace_offset(p.position, t, j, x.geom[t]);
+    return workspace(x) + p.workspace_offset(p.position, t, j, x.geom[t]);
   }
 
   // scatter, before round 1: every peer's chunk into this rank's workspace, the own slice into the output.

@@ -72,7 +72,7 @@ class P2pPath final : public ExchangePath {
     requests_.assign(slots, MPI_REQUEST_NULL);
     request_peer_.assign(slots, -1);
     request_tensor_.assign(slots, -1);
-    c_.workspace->reserve(p.workspace_bytes(p.position));
+    c_.workspaces.reserve(p.workspace_bytes(p.position));
     places_.resize(static_cast<size_t>(k));
     chunk_types_.resize(static_cast<size_t>(n) * static_cast<size_t>(k));
   }
@@ -91,7 +91,7 @@ class P2pPath final : public ExchangePath {
     } catch (...) {
       if (drop_requests(requests_.data(), static_cast<int>(nreq_)) > 0) {
         // A send MPI could not cancel may still read the workspace when a late peer arrives: keep it.
-        c_.workspace->pin();
+        c_.workspaces.of(x.direction).pin();
       }
       throw;
     }
@@ -119,7 +119,7 @@ class P2pPath final : public ExchangePath {
 
   std::byte* chunk(const Exchange& x, int32_t t, int32_t j) const {
     const plan::ExchangePlan& p = *c_.plan;
-    return c_.workspace->data() + p.workspace_offset(p.position, t, j, x.geom[t]);
+    return c_.workspaces.of(x.direction).data() + p.workspace_offset(p.position, t, j, x.geom[t]);
   }
 
   // Posts the message of position j's rows in this rank's head-sharded tensor t: a receive (scatter) or a send

@@ -12,7 +12,8 @@
 // rank whose own tensors lie there skips step 1, expecting it; if its peers' do not, it fills its region after
 // round 1 and a third round (kReady) follows. A rank writes only its own region before round 1, so a rank that
 // gives up there (a peer never came) has written nothing a late peer could not overwrite itself; inputs are only
-// ever read. A batch plan's regions are the comm's per-node staging instead (node_staging.h), made at comm creation.
+// ever read. A batch plan's regions are the comm's per-node staging instead (node_staging.h), made at comm creation:
+// one region per rank and direction, so its gathers and scatters never share a byte.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -29,11 +30,15 @@ namespace {
 
 constexpr int64_t kStreamingMinBytes = int64_t{4} << 20;  // as the shared path
 
-// Where the staged path's regions live: each position's, mapped here.
+// Where the staged path's regions live: each position's, mapped here, per direction (a plan's own regions serve
+// both directions; the comm's node staging has one per direction).
 struct StagingRegions {
-  std::vector<std::byte*> base;         // per position
-  int64_t bytes = 0;                    // the size of this rank's
+  std::vector<std::byte*> scatter;      // per position
+  std::vector<std::byte*> gather;       // per position
+  int64_t bytes = 0;                    // the size of this rank's (of each direction's)
   std::unique_ptr<SharedMemory> owned;  // a plan's own regions (none: the comm's node staging)
+
+  const std::vector<std::byte*>& of(Direction d) const { return d == Direction::kScatter ? scatter : gather; }
 };
 
 class StagedPath final : public ExchangePath {
@@ -80,7 +85,8 @@ class StagedPath final : public ExchangePath {
 
   // Tensor t's chunk for position j in the region of position `owner`.
   std::byte* chunk(const Exchange& x, int32_t owner, int32_t t, int32_t j) const {
-    return regions_.base[static_cast<size_t>(owner)] + c_.plan->region_offset(owner, t, j, x.geom[t], x.direction);
+    return regions_.of(x.direction)[static_cast<size_t>(owner)] +
+           c_.plan->region_offset(owner, t, j, x.geom[t], x.direction);
   }
 
   void fill_region(const Exchange& x) {
@@ -134,16 +140,19 @@ class StagedPath final : public ExchangePath {
 
 }  // namespace
 
-// A batch plan's regions are the comm's node staging (node_staging.h): this rank's grown to its need and each
-// peer's mapped as far as that peer will write it.
+// A batch plan's regions are the comm's node staging (node_staging.h), per direction: this rank's grown to its need
+// and each peer's mapped as far as that peer will write it.
 std::unique_ptr<ExchangePath> make_batch_staged_path(const PathContext& context, NodeStaging& staging) {
   const plan::ExchangePlan& p = *context.plan;
   StagingRegions regions;
-  regions.base.assign(static_cast<size_t>(p.group_size), nullptr);
-  for (int32_t j = 0; j < p.group_size; ++j) {
-    const int64_t bytes = p.region_bytes(j);
-    regions.base[static_cast<size_t>(j)] =
-        j == p.position ? staging.own(bytes) : staging.peer(context.peer_rank(j), bytes);
+  for (const Direction d : {Direction::kScatter, Direction::kGather}) {
+    std::vector<std::byte*>& base = d == Direction::kScatter ? regions.scatter : regions.gather;
+    base.assign(static_cast<size_t>(p.group_size), nullptr);
+    for (int32_t j = 0; j < p.group_size; ++j) {
+      const int64_t bytes = p.region_bytes(j);
+      base[static_cast<size_t>(j)] =
+          j == p.position ? staging.own(d, bytes) : staging.peer(d, context.peer_rank(j), bytes);
+    }
   }
   regions.bytes = p.region_bytes(p.position);
   return std::make_unique<StagedPath>(context, std::move(regions));
@@ -163,11 +172,12 @@ std::unique_ptr<ExchangePath> make_staged_path(const PathContext& context, const
     regions.owned->release(group, p.position, mine, deadline, "basp_plan_create");
     return nullptr;
   }
-  regions.base.assign(static_cast<size_t>(p.group_size), nullptr);
+  regions.scatter.assign(static_cast<size_t>(p.group_size), nullptr);
   for (int32_t j = 0; j < p.group_size; ++j) {
-    regions.base[static_cast<size_t>(j)] =
+    regions.scatter[static_cast<size_t>(j)] =
         j == p.position ? static_cast<std::byte*>(mine) : regions.owned->first_region_of(j);
   }
+  regions.gather = regions.scatter;
   // Fault every mapping in now, not in the first execute (zero pages of a fresh memfd are shared).
   std::memset(mine, 0, static_cast<size_t>(regions.bytes));
   return std::make_unique<StagedPath>(context, std::move(regions));
