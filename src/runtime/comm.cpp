@@ -139,6 +139,16 @@ void Comm::set_cost_model(const plan::CostModel& model) {
   model_ = model;
 }
 
+Comm::OpenGather Comm::open_batch_gather() const {
+  std::lock_guard<std::mutex> lock(open_gather_mutex_);
+  return open_gather_;
+}
+
+void Comm::set_open_batch_gather(OpenGather open) {
+  std::lock_guard<std::mutex> lock(open_gather_mutex_);
+  open_gather_ = open;
+}
+
 transport::GroupSpec group_spec(const plan::GroupLayout& layout, int32_t rank, int64_t timeout_ms) {
   const int32_t index = layout.group_of[static_cast<size_t>(rank)];
   return transport::make_group_spec(index, layout.position_of[static_cast<size_t>(rank)],

@@ -85,10 +85,16 @@ class Comm {
   void set_cost_model(const plan::CostModel& model);
   // The comm's progress thread (runtime/progress.h): split-phase chunks, and every execute while they are in flight.
   Progress& progress() { return progress_; }
-  // The batch plan whose gather sums held heads and has a round of chunks open (nullptr: none): its earlier
-  // contributions wait in the batch plans' shared workspace, so no other batch plan's exchange may start meanwhile.
-  const void* open_batch_gather() const { return open_batch_gather_.load(); }
-  void set_open_batch_gather(const void* plan) { open_batch_gather_.store(plan); }
+  // The batch plan whose gather sums held heads and has a round of chunks open (plan nullptr: none), with the
+  // round's chunks started and its count: its earlier contributions wait in the batch plans' gather workspace (the
+  // pool has one per direction), so no other batch plan's gather may start meanwhile; scatters may.
+  struct OpenGather {
+    const void* plan = nullptr;
+    int32_t started = 0;
+    int32_t count = 0;
+  };
+  OpenGather open_batch_gather() const;
+  void set_open_batch_gather(OpenGather open);
 
  private:
   plan::GroupLayout layout_;
@@ -101,7 +107,8 @@ class Comm {
   plan::PlacementInput machine_;
   mutable std::mutex model_mutex_;
   plan::CostModel model_ = plan::default_cost_model();
-  std::atomic<const void*> open_batch_gather_{nullptr};
+  mutable std::mutex open_gather_mutex_;
+  OpenGather open_gather_;
   Progress progress_;  // last: its thread ends before the transport goes
 };
 

@@ -94,7 +94,7 @@ class Plan : public std::enable_shared_from_this<Plan> {
   ChunkRound& round(Direction direction) { return rounds_[direction == Direction::kScatter ? 0 : 1]; }
   void check_start(Direction direction, plan::HeadChunk chunk);
   void check_no_chunks(Direction direction);
-  void check_batch_gather() const;
+  void check_batch_gather(Direction direction) const;
   ChunkJob& started_job(Direction direction, int32_t chunk);
   // Runs `step`, an exchange or a failed-checks report, in the comm's queue order (runtime/progress.h).
   template <typename Step>

@@ -50,13 +50,14 @@ void Plan::check_start(Direction direction, plan::HeadChunk chunk) {
     BASP_CHECK_ARG(!r.begun[static_cast<size_t>(chunk.index)], "chunk ", chunk.index,
                    " was already started in this round of ", r.count);
   }
-  check_batch_gather();
+  check_batch_gather(direction);
   if (!exchange_.replicated) return;
   if (direction == Direction::kGather) {
     const int32_t next = r.count == 0 ? 0 : r.started;
     BASP_CHECK_ARG(chunk.index == next, "the plan's gather sums heads several ranks hold, so its chunks start in ",
                    "order: expected chunk ", next, ", got ", chunk.index);
-  } else {
+  } else if (!batch_) {
+    // A batch plan's scatters use the pool's scatter workspace, which its gather never touches.
     const ChunkRound& gather = round(Direction::kGather);
     BASP_CHECK_ARG(gather.count == 0, "the plan's gather sums heads several ranks hold and ", gather.started,
                    " of its ", gather.count, " chunks are started: their contributions wait in the plan's workspace ",
@@ -65,18 +66,21 @@ void Plan::check_start(Direction direction, plan::HeadChunk chunk) {
   }
 }
 
-// Batch plans share the comm's workspace: while one's gather that sums held heads is part way through its chunks,
-// no other batch plan of the comm exchanges.
-void Plan::check_batch_gather() const {
-  const void* open = batch_ ? comm_->open_batch_gather() : nullptr;
-  BASP_CHECK_ARG(open == nullptr || open == this, "batch plan ", open, " of this comm has a gather that sums heads ",
-                 "several ranks hold part way through its chunks; its contributions wait in the batch plans' shared ",
-                 "workspace, so no other batch plan may exchange before its last chunk starts");
+// Batch plans share the comm's pool, one workspace per direction: while one's gather that sums held heads is part
+// way through its chunks, no other batch plan of the comm gathers (scatters may).
+void Plan::check_batch_gather(Direction direction) const {
+  if (!batch_ || direction != Direction::kGather) return;
+  const Comm::OpenGather open = comm_->open_batch_gather();
+  BASP_CHECK_ARG(open.plan == nullptr || open.plan == this, direction_call(direction), ": batch plan ", open.plan,
+                 " of this comm has a gather that sums heads several ranks hold with ", open.started, " of its ",
+                 open.count, " chunks started; their contributions wait in the batch plans' gather workspace, so no ",
+                 "other batch plan (this is ", static_cast<const void*>(this), ") may gather before its last chunk ",
+                 "starts (scatters may)");
 }
 
 // A one-call execute (or the internal chunk execute) takes the plan whole: no chunk in flight, no round open.
 void Plan::check_no_chunks(Direction direction) {
-  check_batch_gather();
+  check_batch_gather(direction);
   const char* op = direction_name(direction);
   for (int d = 0; d < 2; ++d) {
     const Direction dir = d == 0 ? Direction::kScatter : Direction::kGather;
@@ -125,7 +129,7 @@ void Plan::start(Direction direction, int32_t index, int32_t count, int64_t toke
   r.begun[static_cast<size_t>(index)] = true;
   if (++r.started == r.count) r.count = 0;  // every chunk of the round started: closed
   if (batch_ && exchange_.replicated && direction == Direction::kGather) {
-    comm_->set_open_batch_gather(r.count == 0 ? nullptr : this);
+    comm_->set_open_batch_gather(r.count == 0 ? Comm::OpenGather{} : Comm::OpenGather{this, r.started, r.count});
   }
   job->direction = direction;
   for (int32_t t = 0; t < exchange_.num_tensors(); ++t) {
@@ -171,7 +175,7 @@ void Plan::wait(Direction direction, int32_t chunk) {
 }
 
 void Plan::drain() {
-  if (comm_->open_batch_gather() == this) comm_->set_open_batch_gather(nullptr);
+  if (comm_->open_batch_gather().plan == this) comm_->set_open_batch_gather({});
   std::vector<Progress::Job*> in_use;
   for (ChunkRound& r : rounds_) {
     for (ChunkJob& job : r.jobs) {
