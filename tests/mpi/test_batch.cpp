@@ -253,7 +253,10 @@ void split_pass(basp_plan_t plan, bool scatter, const std::vector<const void*>& 
 bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
 
 // Split-phase: while a batch plan's gather that sums held heads is part way through its chunks, another batch plan
-// of the comm may not exchange (their contributions share the comm's workspace); once its last chunk started, it may.
+// of the comm may not gather (their contributions share the pool's gather workspace), and the error names the open
+// round; scatters, of any batch plan, may (the pool's scatter workspace is another); once the gather's last chunk
+// started, the other plan may gather. The gather, with scatters between its chunks, equals the one-call gather of
+// the same inputs bit for bit, whose values every step checks against the formulas.
 void split_batch_gather_case(basp_comm_t comm) {
   Step st;
   st.m.sizes = {g_size};
@@ -274,31 +277,48 @@ void split_batch_gather_case(basp_comm_t comm) {
   basp_plan_query(gather, &info);
   EXPECT(info.replicated == 1 && info.max_head_chunks >= 2, "split rule: replicated %d, max chunks %d", info.replicated,
          info.max_head_chunks);
-  std::vector<std::vector<float>> seq(3), head(3);
+  // Distinct values on both sides: a scatter that wrote over the gather's waiting contributions would show.
+  std::vector<std::vector<float>> seq(3), head(3), scattered(3), back(3), whole(3);
   std::vector<const void*> seq_in(3), head_in(3);
-  std::vector<void*> seq_out(3), head_out(3);
+  std::vector<void*> scattered_out(3), back_out(3), whole_out(3);
   for (size_t t = 0; t < 3; ++t) {
-    seq[t].assign(static_cast<size_t>(info.seq_sharded_elems[t]), 1.0f);
-    head[t].assign(static_cast<size_t>(info.head_sharded_elems[t]), 1.0f);
-    seq_in[t] = seq_out[t] = seq[t].data();
-    head_in[t] = head_out[t] = head[t].data();
+    seq[t].resize(static_cast<size_t>(info.seq_sharded_elems[t]));
+    head[t].resize(static_cast<size_t>(info.head_sharded_elems[t]));
+    for (size_t i = 0; i < seq[t].size(); ++i) seq[t][i] = static_cast<float>(1000 + 7 * i + 100 * t);
+    for (size_t i = 0; i < head[t].size(); ++i) head[t][i] = static_cast<float>(3 + 5 * i + 50 * t + g_rank);
+    scattered[t].assign(head[t].size(), kPoisonValue);
+    back[t].assign(seq[t].size(), kPoisonValue);
+    whole[t].assign(seq[t].size(), kPoisonValue);
+    seq_in[t] = seq[t].data();
+    head_in[t] = head[t].data();
+    scattered_out[t] = scattered[t].data();
+    back_out[t] = back[t].data();
+    whole_out[t] = whole[t].data();
   }
-  std::vector<std::vector<float>> back = seq;
-  std::vector<void*> back_out = {back[0].data(), back[1].data(), back[2].data()};
   EXPECT(basp_gather_start(gather, 0, 2, -1, head_in.data(), back_out.data(), nullptr) == BASP_SUCCESS,
          "split rule: gather chunk 0: %s", basp_last_error());
-  const basp_status_t refused = basp_scatter_start(other, 0, 1, -1, seq_in.data(), head_out.data(), nullptr);
-  EXPECT(refused == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "part way through its chunks"),
-         "split rule: another batch plan's start during the gather: %d %s", refused, basp_last_error());
-  const basp_status_t whole = basp_scatter(other, seq_in.data(), head_out.data(), nullptr);
-  EXPECT(whole == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "part way through its chunks"),
-         "split rule: another batch plan's execute during the gather: %d %s", whole, basp_last_error());
+  const basp_status_t refused = basp_gather_start(other, 0, 1, -1, head_in.data(), whole_out.data(), nullptr);
+  EXPECT(refused == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "with 1 of its 2 chunks started") &&
+             contains(basp_last_error(), "may gather before its last chunk"),
+         "split rule: another batch plan's gather start during the gather: %d %s", refused, basp_last_error());
+  const basp_status_t one_call = basp_gather(other, head_in.data(), whole_out.data(), nullptr);
+  EXPECT(one_call == BASP_ERROR_INVALID_ARGUMENT && contains(basp_last_error(), "with 1 of its 2 chunks started"),
+         "split rule: another batch plan's one-call gather during the gather: %d %s", one_call, basp_last_error());
+  EXPECT(basp_scatter(other, seq_in.data(), scattered_out.data(), nullptr) == BASP_SUCCESS,
+         "split rule: another batch plan's one-call scatter during the gather: %s", basp_last_error());
+  EXPECT(basp_scatter_start(other, 0, 1, -1, seq_in.data(), scattered_out.data(), nullptr) == BASP_SUCCESS &&
+             basp_scatter_wait(other, 0) == BASP_SUCCESS,
+         "split rule: another batch plan's scatter chunk during the gather: %s", basp_last_error());
+  EXPECT(basp_scatter_start(gather, 0, 1, -1, seq_in.data(), scattered_out.data(), nullptr) == BASP_SUCCESS &&
+             basp_scatter_wait(gather, 0) == BASP_SUCCESS,
+         "split rule: the gathering plan's own scatter chunk during its gather: %s", basp_last_error());
   EXPECT(basp_gather_start(gather, 1, 2, -1, head_in.data(), back_out.data(), nullptr) == BASP_SUCCESS,
          "split rule: gather chunk 1: %s", basp_last_error());
   EXPECT(basp_gather_wait(gather, 0) == BASP_SUCCESS && basp_gather_wait(gather, 1) == BASP_SUCCESS,
          "split rule: gather waits: %s", basp_last_error());
-  EXPECT(basp_scatter(other, seq_in.data(), head_out.data(), nullptr) == BASP_SUCCESS,
-         "split rule: the other plan after the gather: %s", basp_last_error());
+  EXPECT(basp_gather(other, head_in.data(), whole_out.data(), nullptr) == BASP_SUCCESS,
+         "split rule: the other plan's gather after the gather: %s", basp_last_error());
+  EXPECT(back == whole, "split rule: the gather with scatters between its chunks differs from the one-call gather");
   basp_plan_destroy(other);
   basp_plan_destroy(gather);
 }
