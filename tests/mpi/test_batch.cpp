@@ -14,7 +14,10 @@
 //   calibrate: only basp_comm_calibrate, with the export and import of its model
 //   threads:   only the serialisation of one comm's batch executes (2 ranks, MPI_THREAD_MULTIPLE)
 //   split:     the steps also run split-phase (basp_scatter_start ...): C = 2 and the group's maximum, chunks
-//              started in order and waited for last first, equal to the one-call exchange bit for bit
+//              started in order and waited for last first, equal to the one-call exchange bit for bit; then a
+//              layer's pipeline (scatter chunk c + 1 and gather chunk c - 1 in flight together) over two batch
+//              plans and over one, checked against the formulas, also on steps whose gather sums held heads; then
+//              the rule that remains for batch plans (another plan's gather during an open gather that sums)
 #include <mpi.h>
 #include <unistd.h>
 
@@ -146,6 +149,15 @@ Step draw_wide(std::mt19937_64& rng, std::vector<int32_t> sizes) {
   return st;
 }
 
+// A step whose key/value heads are held by two positions of a group of 2 or 4 (Hq = 6, Hkv = 3), so that its gather
+// sums them: for the split-phase layers.
+Step draw_held(std::mt19937_64& rng, std::vector<int32_t> sizes) {
+  Step st = draw(rng, std::move(sizes));
+  st.heads = {6, 3, 3};
+  st.split = {6, 6, 6};
+  return st;
+}
+
 // Per-tensor head sizes for some steps, from their own generator (the steps drawn before stay as they were): 1 and
 // rows that are not multiples of 16 bytes among them; head_dim sometimes unset when every tensor sets its own.
 Step with_dims(Step st, std::mt19937_64& rng) {
@@ -220,7 +232,6 @@ int32_t expected_path(const std::vector<int32_t>& members) {
   return BASP_PATH_STAGED;
 }
 
-// One step: create the plan, scatter, check, gather the scatter's output, check.
 // Split-phase: the exchange `scatter` of `in` again as C chunks, for C = 2 and the plan's maximum, into outputs
 // poisoned first; each must equal `want`, the one-call exchange's outputs.
 void split_pass(basp_plan_t plan, bool scatter, const std::vector<const void*>& in,
@@ -323,6 +334,150 @@ void split_batch_gather_case(basp_comm_t comm) {
   basp_plan_destroy(gather);
 }
 
+// Where this rank is in a step: its group g, position l of k, the group's tokens and token bounds, the head ranges.
+struct Place {
+  int64_t g = -1, l = -1, k = 0;
+  int64_t tokens = 0;  // the group's sequence length (THD: its stream)
+  int64_t b_loc = 1;   // the group's sequences (THD: 1)
+  bool sbhd = false;
+  std::vector<int64_t> tok;
+  std::vector<std::vector<HeadRange>> ranges;  // per tensor
+  int64_t s_l() const { return tok[l + 1] - tok[l]; }
+};
+
+Place place_of(const Step& st) {
+  Place p;
+  const auto members = st.m.members();
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (size_t j = 0; j < members[i].size(); ++j) {
+      if (members[i][j] == g_rank) p.g = static_cast<int64_t>(i), p.l = static_cast<int64_t>(j);
+    }
+  }
+  p.k = static_cast<int64_t>(members[static_cast<size_t>(p.g)].size());
+  const bool thd = st.layout == BASP_LAYOUT_THD;
+  p.sbhd = st.layout == BASP_LAYOUT_SBHD;
+  int64_t first_doc = 0;
+  for (int64_t i = 0; i < p.g; ++i) first_doc += st.group_docs[static_cast<size_t>(i)];
+  if (thd) {
+    for (int32_t i = 0; i < st.group_docs[static_cast<size_t>(p.g)]; ++i) p.tokens += st.lengths[first_doc + i];
+  } else {
+    p.tokens = st.seq_len;
+  }
+  p.b_loc = thd ? 1 : st.group_docs[static_cast<size_t>(p.g)];
+  p.tok = split_bounds(p.tokens, p.k);
+  for (size_t t = 0; t < st.heads.size(); ++t) p.ranges.push_back(head_ranges(st.heads[t], st.split[t], p.k));
+  return p;
+}
+
+// The scatter's output `head` against the formulas (tests/common, not the library's); `bad` counts the mismatches.
+void check_scatter(const Step& st, const Place& p, uint64_t seed, const std::vector<std::vector<float>>& head,
+                   const char* what, int step, int& bad) {
+  for (size_t t = 0; t < st.heads.size(); ++t) {
+    const int64_t D = st.dim(t);
+    const HeadRange mine = p.ranges[t][static_cast<size_t>(p.l)];
+    const int64_t hl = mine.end - mine.begin;
+    for (int64_t b = 0; b < p.b_loc; ++b)
+      for (int64_t s = 0; s < p.tokens; ++s)
+        for (int64_t i = 0; i < hl; ++i)
+          for (int64_t e = 0; e < D; ++e) {
+            const int64_t row = p.sbhd ? s * p.b_loc + b : b * p.tokens + s;
+            const float got = head[t][static_cast<size_t>((row * hl + i) * D + e)];
+            const float want = value(seed, static_cast<int64_t>(t), p.g, b, s, mine.begin + i, e);
+            if (got != want && bad++ < 3) {
+              EXPECT(false, "step %d: %s tensor %zu seq %lld token %lld head %lld: %g, expected %g", step, what, t,
+                     static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(mine.begin + i), got,
+                     want);
+            }
+          }
+  }
+}
+
+// The gather of the scatter's output, `back`, against the formulas: each head once per holder, summed.
+void check_gather(const Step& st, const Place& p, uint64_t seed, const std::vector<std::vector<float>>& back,
+                  const char* what, int step, int& bad) {
+  for (size_t t = 0; t < st.heads.size(); ++t) {
+    const int64_t H = st.heads[t];
+    const int64_t D = st.dim(t);
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t holders = 0;
+      for (const HeadRange& r : p.ranges[t]) holders += r.holds(h) ? 1 : 0;
+      for (int64_t b = 0; b < p.b_loc; ++b)
+        for (int64_t s = 0; s < p.s_l(); ++s)
+          for (int64_t e = 0; e < D; ++e) {
+            const int64_t row = p.sbhd ? s * p.b_loc + b : b * p.s_l() + s;
+            const float got = back[t][static_cast<size_t>((row * H + h) * D + e)];
+            const float want =
+                static_cast<float>(holders) * value(seed, static_cast<int64_t>(t), p.g, b, p.tok[p.l] + s, h, e);
+            if (got != want && bad++ < 6) {
+              EXPECT(false, "step %d: %s tensor %zu token %lld head %lld (%lld holders): %g, expected %g", step, what,
+                     t, static_cast<long long>(p.tok[p.l] + s), static_cast<long long>(h),
+                     static_cast<long long>(holders), got, want);
+            }
+          }
+    }
+  }
+}
+
+// Split-phase, a layer as docs/overlap.md runs it over a scatter plan and a gather plan (two batch plans of the
+// step, or one for both) in C chunks: scatter chunk c + 1 and gather chunk c - 1 are in flight together (with gather
+// chunk c), and a gather that sums held heads has its round open while the scatter's chunks run. Attention is the
+// identity: gather chunk c reads the scatter's output in place, the heads scatter chunk c brought. Outputs poisoned
+// first, both checked against the formulas.
+void split_layer(basp_plan_t scatter, basp_plan_t gather, int32_t count, const Step& st, const Place& p,
+                 uint64_t seed, const std::vector<const void*>& seq_in, int step, int& bad) {
+  std::vector<std::vector<float>> head(st.heads.size()), back(st.heads.size());
+  std::vector<const void*> head_in;
+  std::vector<void*> head_out, back_out;
+  for (size_t t = 0; t < st.heads.size(); ++t) {
+    const HeadRange mine = p.ranges[t][static_cast<size_t>(p.l)];
+    head[t].assign(static_cast<size_t>(p.b_loc * p.tokens * (mine.end - mine.begin) * st.dim(t)), kPoisonValue);
+    back[t].assign(static_cast<size_t>(p.b_loc * p.s_l() * st.heads[t] * st.dim(t)), kPoisonValue);
+    head_out.push_back(head[t].empty() ? nullptr : head[t].data());
+    head_in.push_back(head_out.back());
+    back_out.push_back(back[t].empty() ? nullptr : back[t].data());
+  }
+  auto ok = [&](basp_status_t rc, const char* call, int32_t c) {
+    EXPECT(rc == BASP_SUCCESS, "step %d: layer of %d chunks: %s %d: %s", step, count, call, c, basp_last_error());
+    return rc == BASP_SUCCESS;
+  };
+  bool fine = ok(basp_scatter_start(scatter, 0, count, -1, seq_in.data(), head_out.data(), nullptr), "scatter start", 0);
+  for (int32_t c = 0; c < count && fine; ++c) {
+    fine = ok(basp_scatter_wait(scatter, c), "scatter wait", c);
+    if (fine && c + 1 < count) {
+      fine = ok(basp_scatter_start(scatter, c + 1, count, -1, seq_in.data(), head_out.data(), nullptr),
+                "scatter start", c + 1);
+    }
+    if (fine) fine = ok(basp_gather_start(gather, c, count, -1, head_in.data(), back_out.data(), nullptr), "gather start", c);
+    if (fine && c > 0) fine = ok(basp_gather_wait(gather, c - 1), "gather wait", c - 1);
+  }
+  if (fine) fine = ok(basp_gather_wait(gather, count - 1), "gather wait", count - 1);
+  if (!fine) return;
+  const std::string what = std::string(scatter == gather ? "one plan's" : "two plans'") + " layer of " +
+                           std::to_string(count) + " chunks";
+  check_scatter(st, p, seed, head, (what + ", scatter").c_str(), step, bad);
+  check_gather(st, p, seed, back, (what + ", gather").c_str(), step, bad);
+}
+
+// The layer over a second batch plan of the step for the gather, and over the step's plan alone, for C = 2 and the
+// plan's maximum.
+void split_layers(basp_comm_t comm, basp_plan_t plan, const Step& st, const Place& p, uint64_t seed,
+                  const std::vector<const void*>& seq_in, int step, int& bad) {
+  const basp_plan_desc_t d = desc_of(st);
+  BatchArrays a = batch_of(st);
+  basp_plan_t gather = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &gather) == BASP_SUCCESS, "step %d: the layer's gather plan: %s",
+         step, basp_last_error());
+  if (!gather) return;
+  basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
+  basp_plan_query(plan, &info);
+  for (const int32_t count : {std::min(2, info.max_head_chunks), info.max_head_chunks}) {
+    split_layer(plan, gather, count, st, p, seed, seq_in, step, bad);
+    split_layer(plan, plan, count, st, p, seed, seq_in, step, bad);
+  }
+  basp_plan_destroy(gather);
+}
+
+// One step: create the plan, scatter, check, gather the scatter's output, check.
 void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   const basp_plan_desc_t d = desc_of(st);
   BatchArrays a = batch_of(st);
@@ -330,85 +485,46 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   const basp_status_t made = basp_batch_plan_create(comm, &d, &a.b, &plan);
   EXPECT(made == BASP_SUCCESS, "step %d: basp_batch_plan_create: %s", step, basp_last_error());
   if (made != BASP_SUCCESS) return;
-  // Where this rank is.
-  const auto members = st.m.members();
-  int64_t g = -1, l = -1;
-  for (size_t i = 0; i < members.size(); ++i) {
-    for (size_t p = 0; p < members[i].size(); ++p) {
-      if (members[i][p] == g_rank) g = static_cast<int64_t>(i), l = static_cast<int64_t>(p);
-    }
-  }
-  const auto k = static_cast<int64_t>(members[static_cast<size_t>(g)].size());
-  const bool thd = st.layout == BASP_LAYOUT_THD;
-  const bool sbhd = st.layout == BASP_LAYOUT_SBHD;
-  int64_t first_doc = 0;
-  for (int64_t i = 0; i < g; ++i) first_doc += st.group_docs[static_cast<size_t>(i)];
-  int64_t tokens = 0;  // the group's sequence length (THD: its stream)
-  if (thd) {
-    for (int32_t i = 0; i < st.group_docs[static_cast<size_t>(g)]; ++i) tokens += st.lengths[first_doc + i];
-  } else {
-    tokens = st.seq_len;
-  }
-  const int64_t b_loc = thd ? 1 : st.group_docs[static_cast<size_t>(g)];
-  const std::vector<int64_t> tok = split_bounds(tokens, k);
+  const Place p = place_of(st);
   basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
   basp_plan_query(plan, &info);
-  EXPECT(info.group_size == k && info.local_sequences == b_loc,
+  EXPECT(info.group_size == p.k && info.local_sequences == p.b_loc,
          "step %d: plan info K %d b_loc %lld, expected %lld %lld", step, info.group_size,
-         static_cast<long long>(info.local_sequences), static_cast<long long>(k), static_cast<long long>(b_loc));
-  EXPECT(info.token_begin == tok[l] && info.token_end == tok[l + 1],
+         static_cast<long long>(info.local_sequences), static_cast<long long>(p.k), static_cast<long long>(p.b_loc));
+  EXPECT(info.token_begin == p.tok[p.l] && info.token_end == p.tok[p.l + 1],
          "step %d: token range %lld..%lld, expected %lld..%lld", step, static_cast<long long>(info.token_begin),
-         static_cast<long long>(info.token_end), static_cast<long long>(tok[l]), static_cast<long long>(tok[l + 1]));
+         static_cast<long long>(info.token_end), static_cast<long long>(p.tok[p.l]),
+         static_cast<long long>(p.tok[p.l + 1]));
   const auto n = static_cast<int32_t>(st.heads.size());
-  const int64_t s_l = tok[l + 1] - tok[l];
-  std::vector<std::vector<float>> seq(n), head(n), back(n);
-  std::vector<std::vector<HeadRange>> ranges(n);
-  for (int32_t t = 0; t < n; ++t) ranges[t] = head_ranges(st.heads[t], st.split[t], k);
-  const int32_t path = expected_path(members[static_cast<size_t>(g)]);
+  const int32_t path = expected_path(st.m.members()[static_cast<size_t>(p.g)]);
   EXPECT(info.plan_path == path, "step %d: plan path %d with K %lld, expected %d", step, info.plan_path,
-         static_cast<long long>(k), path);
+         static_cast<long long>(p.k), path);
+  std::vector<std::vector<float>> seq(n), head(n), back(n);
   for (int32_t t = 0; t < n; ++t) {
     const int64_t H = st.heads[t];
     const int64_t D = st.dim(static_cast<size_t>(t));
-    const HeadRange mine = ranges[t][static_cast<size_t>(l)];
-    const int64_t hl = mine.end - mine.begin;
-    seq[t].resize(static_cast<size_t>(b_loc * s_l * H * D));
-    for (int64_t b = 0; b < b_loc; ++b)
-      for (int64_t s = 0; s < s_l; ++s)
+    const HeadRange mine = p.ranges[t][static_cast<size_t>(p.l)];
+    seq[t].resize(static_cast<size_t>(p.b_loc * p.s_l() * H * D));
+    for (int64_t b = 0; b < p.b_loc; ++b)
+      for (int64_t s = 0; s < p.s_l(); ++s)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t e = 0; e < D; ++e) {
-            const int64_t row = sbhd ? s * b_loc + b : b * s_l + s;
-            seq[t][static_cast<size_t>((row * H + h) * D + e)] = value(seed, t, g, b, tok[l] + s, h, e);
+            const int64_t row = p.sbhd ? s * p.b_loc + b : b * p.s_l() + s;
+            seq[t][static_cast<size_t>((row * H + h) * D + e)] = value(seed, t, p.g, b, p.tok[p.l] + s, h, e);
           }
-    head[t].assign(static_cast<size_t>(b_loc * tokens * hl * D), kPoisonValue);
+    head[t].assign(static_cast<size_t>(p.b_loc * p.tokens * (mine.end - mine.begin) * D), kPoisonValue);
     back[t].assign(seq[t].size(), kPoisonValue);
   }
-  std::vector<const void*> in(n);
+  std::vector<const void*> in(n), seq_in(n);
   std::vector<void*> out(n);
   for (int32_t t = 0; t < n; ++t) {
-    in[t] = seq[t].empty() ? nullptr : seq[t].data();
+    in[t] = seq_in[t] = seq[t].empty() ? nullptr : seq[t].data();
     out[t] = head[t].empty() ? nullptr : head[t].data();
   }
   basp_status_t rc = basp_scatter(plan, in.data(), out.data(), nullptr);
   EXPECT(rc == BASP_SUCCESS, "step %d: basp_scatter: %s", step, basp_last_error());
   int bad = 0;
-  for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
-    const int64_t D = st.dim(static_cast<size_t>(t));
-    const HeadRange mine = ranges[t][static_cast<size_t>(l)];
-    const int64_t hl = mine.end - mine.begin;
-    for (int64_t b = 0; b < b_loc; ++b)
-      for (int64_t s = 0; s < tokens; ++s)
-        for (int64_t i = 0; i < hl; ++i)
-          for (int64_t e = 0; e < D; ++e) {
-            const int64_t row = sbhd ? s * b_loc + b : b * tokens + s;
-            const float got = head[t][static_cast<size_t>((row * hl + i) * D + e)];
-            if (got != value(seed, t, g, b, s, mine.begin + i, e) && bad++ < 3) {
-              EXPECT(false, "step %d: scatter tensor %d seq %lld token %lld head %lld: %g, expected %g", step, t,
-                     static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(mine.begin + i), got,
-                     value(seed, t, g, b, s, mine.begin + i, e));
-            }
-          }
-  }
+  if (rc == BASP_SUCCESS) check_scatter(st, p, seed, head, "scatter", step, bad);
   if (g_split && rc == BASP_SUCCESS) split_pass(plan, true, in, head, step);
   // Gather the scatter's output back: each head comes back once per holder, summed.
   for (int32_t t = 0; t < n; ++t) {
@@ -417,31 +533,13 @@ void run_step(basp_comm_t comm, const Step& st, uint64_t seed, int step) {
   }
   rc = basp_gather(plan, in.data(), out.data(), nullptr);
   EXPECT(rc == BASP_SUCCESS, "step %d: basp_gather: %s", step, basp_last_error());
-  for (int32_t t = 0; t < n && rc == BASP_SUCCESS; ++t) {
-    const int64_t H = st.heads[t];
-    const int64_t D = st.dim(static_cast<size_t>(t));
-    for (int64_t h = 0; h < H; ++h) {
-      int64_t holders = 0;
-      for (const HeadRange& r : ranges[t]) holders += r.holds(h) ? 1 : 0;
-      for (int64_t b = 0; b < b_loc; ++b)
-        for (int64_t s = 0; s < s_l; ++s)
-          for (int64_t e = 0; e < D; ++e) {
-            const int64_t row = sbhd ? s * b_loc + b : b * s_l + s;
-            const float got = back[t][static_cast<size_t>((row * H + h) * D + e)];
-            const float want = static_cast<float>(holders) * value(seed, t, g, b, tok[l] + s, h, e);
-            if (got != want && bad++ < 6) {
-              EXPECT(false, "step %d: gather tensor %d token %lld head %lld (%lld holders): %g, expected %g", step, t,
-                     static_cast<long long>(tok[l] + s), static_cast<long long>(h), static_cast<long long>(holders),
-                     got, want);
-            }
-          }
-    }
-  }
+  if (rc == BASP_SUCCESS) check_gather(st, p, seed, back, "gather", step, bad);
   if (g_split && rc == BASP_SUCCESS) split_pass(plan, false, in, back, step);
   // The exchanges took the plan's path (never the shared path: batch plans have no basp_mem_alloc groups).
   basp_plan_query(plan, &info);
   EXPECT(rc != BASP_SUCCESS || info.last_path == path, "step %d: last path %d, expected %d", step, info.last_path,
          path);
+  if (g_split && rc == BASP_SUCCESS) split_layers(comm, plan, st, p, seed, seq_in, step, bad);
   basp_plan_destroy(plan);
 }
 
@@ -946,7 +1044,16 @@ int main(int argc, char** argv) {
     if (g_size > 2) wide.push_back({1, g_size - 1});
     for (const auto& sizes : wide)
       run_step(comm, draw_wide(rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
-    if (g_split) split_batch_gather_case(comm);
+    if (g_split) {
+      // Layers over held key/value heads: the whole world, and from 4 ranks two groups, one of 2.
+      std::mt19937_64 held_rng(seed + 2);
+      std::vector<std::vector<int32_t>> held = {{g_size}};
+      if (g_size >= 4) held.push_back({2, g_size - 2});
+      for (const auto& sizes : held) {
+        run_step(comm, draw_held(held_rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
+      }
+      split_batch_gather_case(comm);
+    }
     mismatch_case(comm);
     run_step(comm, draw(rng, {}), seed + 999, 999);  // the comm works after the mismatch
     error_cases(comm);
