@@ -149,11 +149,14 @@ Step draw_wide(std::mt19937_64& rng, std::vector<int32_t> sizes) {
   return st;
 }
 
-// A step whose key/value heads are held by two positions of a group of 2 or 4 (Hq = 6, Hkv = 3), so that its gather
-// sums them: for the split-phase layers.
-Step draw_held(std::mt19937_64& rng, std::vector<int32_t> sizes) {
+// Hq = 6 and the Hkv for which a group of k = 2 or 4 ranks has a key/value head held by two positions whose last
+// chunks reading it differ at C = 2 (3 at k = 2, 2 at k = 4): the gather sums it, one contribution waiting a chunk.
+int64_t held_kv_heads(int64_t k) { return k >= 4 ? 2 : 3; }
+
+// A step whose gather sums such heads (groups of 2 or 4 ranks): for the split-phase layers.
+Step draw_held(std::mt19937_64& rng, std::vector<int32_t> sizes, int64_t hkv) {
   Step st = draw(rng, std::move(sizes));
-  st.heads = {6, 3, 3};
+  st.heads = {6, hkv, hkv};
   st.split = {6, 6, 6};
   return st;
 }
@@ -275,7 +278,8 @@ void split_batch_gather_case(basp_comm_t comm) {
   std::iota(st.m.ranks.begin(), st.m.ranks.end(), 0);
   st.seq_len = 4;
   st.head_dim = 2;
-  st.heads = {6, 3, 3};  // a KV head held by two positions at K = 2 and at K = 4
+  const int64_t hkv = held_kv_heads(g_size);  // a contribution waits a chunk at K = 2 and at K = 4
+  st.heads = {6, hkv, hkv};
   st.split = {6, 6, 6};
   st.group_docs = {1};
   const basp_plan_desc_t d = desc_of(st);
@@ -423,8 +427,8 @@ void check_gather(const Step& st, const Place& p, uint64_t seed, const std::vect
 // chunk c), and a gather that sums held heads has its round open while the scatter's chunks run. Attention is the
 // identity: gather chunk c reads the scatter's output in place, the heads scatter chunk c brought. Outputs poisoned
 // first, both checked against the formulas.
-void split_layer(basp_plan_t scatter, basp_plan_t gather, int32_t count, const Step& st, const Place& p,
-                 uint64_t seed, const std::vector<const void*>& seq_in, int step, int& bad) {
+void split_layer(basp_plan_t scatter, basp_plan_t gather, int32_t count, const Step& st, const Place& p, uint64_t seed,
+                 const std::vector<const void*>& seq_in, int step, int& bad) {
   std::vector<std::vector<float>> head(st.heads.size()), back(st.heads.size());
   std::vector<const void*> head_in;
   std::vector<void*> head_out, back_out;
@@ -440,20 +444,22 @@ void split_layer(basp_plan_t scatter, basp_plan_t gather, int32_t count, const S
     EXPECT(rc == BASP_SUCCESS, "step %d: layer of %d chunks: %s %d: %s", step, count, call, c, basp_last_error());
     return rc == BASP_SUCCESS;
   };
-  bool fine = ok(basp_scatter_start(scatter, 0, count, -1, seq_in.data(), head_out.data(), nullptr), "scatter start", 0);
+  bool fine =
+      ok(basp_scatter_start(scatter, 0, count, -1, seq_in.data(), head_out.data(), nullptr), "scatter start", 0);
   for (int32_t c = 0; c < count && fine; ++c) {
     fine = ok(basp_scatter_wait(scatter, c), "scatter wait", c);
     if (fine && c + 1 < count) {
-      fine = ok(basp_scatter_start(scatter, c + 1, count, -1, seq_in.data(), head_out.data(), nullptr),
-                "scatter start", c + 1);
+      fine = ok(basp_scatter_start(scatter, c + 1, count, -1, seq_in.data(), head_out.data(), nullptr), "scatter start",
+                c + 1);
     }
-    if (fine) fine = ok(basp_gather_start(gather, c, count, -1, head_in.data(), back_out.data(), nullptr), "gather start", c);
+    if (fine)
+      fine = ok(basp_gather_start(gather, c, count, -1, head_in.data(), back_out.data(), nullptr), "gather start", c);
     if (fine && c > 0) fine = ok(basp_gather_wait(gather, c - 1), "gather wait", c - 1);
   }
   if (fine) fine = ok(basp_gather_wait(gather, count - 1), "gather wait", count - 1);
   if (!fine) return;
-  const std::string what = std::string(scatter == gather ? "one plan's" : "two plans'") + " layer of " +
-                           std::to_string(count) + " chunks";
+  const std::string what =
+      std::string(scatter == gather ? "one plan's" : "two plans'") + " layer of " + std::to_string(count) + " chunks";
   check_scatter(st, p, seed, head, (what + ", scatter").c_str(), step, bad);
   check_gather(st, p, seed, back, (what + ", gather").c_str(), step, bad);
 }
@@ -465,8 +471,8 @@ void split_layers(basp_comm_t comm, basp_plan_t plan, const Step& st, const Plac
   const basp_plan_desc_t d = desc_of(st);
   BatchArrays a = batch_of(st);
   basp_plan_t gather = nullptr;
-  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &gather) == BASP_SUCCESS, "step %d: the layer's gather plan: %s",
-         step, basp_last_error());
+  EXPECT(basp_batch_plan_create(comm, &d, &a.b, &gather) == BASP_SUCCESS, "step %d: the layer's gather plan: %s", step,
+         basp_last_error());
   if (!gather) return;
   basp_plan_info_t info = BASP_PLAN_INFO_INITIALIZER;
   basp_plan_query(plan, &info);
@@ -1047,10 +1053,11 @@ int main(int argc, char** argv) {
     if (g_split) {
       // Layers over held key/value heads: the whole world, and from 4 ranks two groups, one of 2.
       std::mt19937_64 held_rng(seed + 2);
-      std::vector<std::vector<int32_t>> held = {{g_size}};
-      if (g_size >= 4) held.push_back({2, g_size - 2});
-      for (const auto& sizes : held) {
-        run_step(comm, draw_held(held_rng, sizes), seed + static_cast<uint64_t>(step), step), ++step;
+      run_step(comm, draw_held(held_rng, {g_size}, held_kv_heads(g_size)), seed + static_cast<uint64_t>(step), step);
+      ++step;
+      if (g_size >= 4) {
+        run_step(comm, draw_held(held_rng, {2, g_size - 2}, 3), seed + static_cast<uint64_t>(step), step);
+        ++step;
       }
       split_batch_gather_case(comm);
     }
