@@ -180,7 +180,11 @@ std::shared_ptr<Plan> make_batch_plan(const std::shared_ptr<Comm>& comm, const B
       group_tensors(request, batch, g), static_cast<int32_t>(members.size()), group.group.position, thd ? 1 : count);
   // Counted once the arguments are known good, so that a refused call does not shift this rank's count.
   group.batch_id = comm->next_batch_id();
-  auto executor = comm->collective([&] { return transport.make_batch_executor(exchange, group); });
+  // Made in the comm's queue order (progress.h): it may grow the pool, which moves it (its contents kept), and no
+  // exchange in flight may see that.
+  std::unique_ptr<transport::PlanExecutor> executor;
+  comm->progress().in_order(
+      [&] { executor = comm->collective([&] { return transport.make_batch_executor(exchange, group); }); });
   return std::make_shared<Plan>(comm, std::move(exchange), std::move(executor), thd ? count : -1,
                                 thd ? batch.documents[static_cast<size_t>(g)].fingerprint : 0);
 }

@@ -26,7 +26,9 @@ void Workspace::reserve(int64_t bytes) {
   const auto rounded = static_cast<size_t>((bytes + 4095) / 4096 * 4096);
   auto* fresh = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
   if (fresh == nullptr) detail::fail(BASP_ERROR_OUT_OF_MEMORY, what_, " of ", bytes, " bytes");
-  std::memset(fresh, 0, rounded);  // fault the pages in now, not in the first execute
+  if (data_ != nullptr) std::memcpy(fresh, data_, static_cast<size_t>(bytes_));
+  // Fault the pages in now, not in the first execute.
+  std::memset(fresh + bytes_, 0, rounded - static_cast<size_t>(bytes_));
   std::free(data_);
   data_ = fresh;
   bytes_ = static_cast<int64_t>(rounded);

@@ -21,7 +21,9 @@ class Workspace {
   ~Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
-  // At creation: at least `bytes` from now on, zeroed (pages faulted in now, not in the first execute).
+  // At creation: at least `bytes` from now on (pages faulted in now, not in the first execute). Growing moves the
+  // workspace, its bytes kept (a gather's contributions may wait there between its chunks), the rest zeroed; the
+  // caller makes sure no exchange runs meanwhile (batch plans are made in the comm's queue order).
   void reserve(int64_t bytes);
   std::byte* data() const { return data_; }
   int64_t bytes() const { return bytes_; }
