@@ -268,9 +268,10 @@ bool contains(const char* text, const char* part) { return std::strstr(text, par
 
 // Split-phase: while a batch plan's gather that sums held heads is part way through its chunks, another batch plan
 // of the comm may not gather (their contributions share the pool's gather workspace), and the error names the open
-// round; scatters, of any batch plan, may (the pool's scatter workspace is another); once the gather's last chunk
-// started, the other plan may gather. The gather, with scatters between its chunks, equals the one-call gather of
-// the same inputs bit for bit, whose values every step checks against the formulas.
+// round; scatters, of any batch plan, may (the pool's scatter workspace is another), and a larger batch plan may be
+// made, growing the pool; once the gather's last chunk started, the other plan may gather. The gather, with all that
+// between its chunks, equals the one-call gather of the same inputs bit for bit, whose values every step checks
+// against the formulas.
 void split_batch_gather_case(basp_comm_t comm) {
   Step st;
   st.m.sizes = {g_size};
@@ -327,6 +328,14 @@ void split_batch_gather_case(basp_comm_t comm) {
   EXPECT(basp_scatter_start(gather, 0, 1, -1, seq_in.data(), scattered_out.data(), nullptr) == BASP_SUCCESS &&
              basp_scatter_wait(gather, 0) == BASP_SUCCESS,
          "split rule: the gathering plan's own scatter chunk during its gather: %s", basp_last_error());
+  // A larger batch plan made now grows the pool, which keeps the gather's waiting contributions.
+  Step large = st;
+  large.seq_len = 1024 * g_size;  // 2.5 MiB of workspace per rank: more than any step before needed
+  large.head_dim = 64;
+  const basp_plan_desc_t ld = desc_of(large);
+  basp_plan_t grown = nullptr;
+  EXPECT(basp_batch_plan_create(comm, &ld, &a.b, &grown) == BASP_SUCCESS, "split rule: a larger plan: %s",
+         basp_last_error());
   EXPECT(basp_gather_start(gather, 1, 2, -1, head_in.data(), back_out.data(), nullptr) == BASP_SUCCESS,
          "split rule: gather chunk 1: %s", basp_last_error());
   EXPECT(basp_gather_wait(gather, 0) == BASP_SUCCESS && basp_gather_wait(gather, 1) == BASP_SUCCESS,
@@ -334,6 +343,7 @@ void split_batch_gather_case(basp_comm_t comm) {
   EXPECT(basp_gather(other, head_in.data(), whole_out.data(), nullptr) == BASP_SUCCESS,
          "split rule: the other plan's gather after the gather: %s", basp_last_error());
   EXPECT(back == whole, "split rule: the gather with scatters between its chunks differs from the one-call gather");
+  basp_plan_destroy(grown);
   basp_plan_destroy(other);
   basp_plan_destroy(gather);
 }
