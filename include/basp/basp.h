@@ -531,9 +531,13 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *  - Refused with BASP_ERROR_INVALID_ARGUMENT naming the value: a chunk or count out of range, a count other than
  *    the round's, a start of a chunk started and not waited for (in flight or done; it can still be waited for),
  *    a one-call basp_scatter/basp_gather of a plan with a chunk not waited for or a round not fully started; a
- *    scatter chunk of a plan whose gather sums held heads (replicated == 1) between the chunks of its gather (the
- *    gather's earlier contributions wait in the plan's workspace: take two plans); a batch plan's exchange while
- *    another batch plan of the comm is part way through such a gather (they share the comm's workspace).
+ *    gather chunk of a plan whose gather sums held heads (replicated == 1) out of order (0, 1, ..., C - 1: its
+ *    earlier contributions wait in the plan's workspace until its last chunk); a scatter chunk of such a plan
+ *    between the chunks of its gather, unless it is a batch plan (a plan's own workspace serves both directions:
+ *    take two plans); a batch plan's gather (chunk or one-call) while another batch plan of the comm is part way
+ *    through such a gather (the comm's pool has one workspace per direction, which all batch gathers share: see
+ *    "Batch plans"; the message names the open plan and how many of its chunks are started). A batch plan's
+ *    scatter may run at any time.
  *  - MPI backend: start returns at once; the comm's progress thread (started at the first start) runs the
  *    exchanges in start order while the caller computes, so the comm needs MPI_THREAD_MULTIPLE (else the first
  *    start returns BASP_ERROR_UNSUPPORTED naming the level MPI provides). Once chunks are in flight, a one-call
@@ -575,10 +579,18 @@ BASP_API basp_status_t basp_gather_wait(basp_plan_t plan, int32_t chunk);
  * it. Never wrong data. Batch plans are the one exception to "a plan owns its workspace": they borrow their comm's
  * workspace pool (MPI: the pool and per-node staging regions; NCCL: a device pool), grown at batch plan creation,
  * never at execute, and held by the comm. Sharing that pool and one message tag, the executes of one comm's batch
- * plans run one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the NCCL backend an
- * execute only enqueues: the fingerprint travels as a tag ahead of the data, a mismatch keeps the unpacks from writing
- * and is reported by basp_comm_get_async_error and the comm's next batch execute (BASP_ERROR_MISMATCH), as is an
- * exchange that has not ended within the timeout (BASP_ERROR_TIMEOUT); see docs/batch.md.
+ * plans run one at a time (a second one on another thread gets BASP_ERROR_INVALID_ARGUMENT). On the MPI backend the
+ * pool has two disjoint parts, one per direction: every batch plan's scatters use one workspace (and one staging
+ * region per rank), its gathers the other, each grown to the largest need of the comm's batch plans (a batch plan's
+ * workspace_bytes, or its staging on one node, is taken in each part), so the pool holds twice what one direction
+ * needs. So a layer's scatter chunks may be in flight while a batch gather that sums held heads has chunks open;
+ * the one split-phase rule among batch plans is that no other batch plan gathers until that gather's last chunk has
+ * started (see "Split-phase exchanges"). A batch plan is made behind the exchanges in flight, and a growing pool
+ * keeps its bytes. The NCCL backend runs whole exchanges only, each ordered after the previous batch exchange on
+ * the device, so its pool is one region. On the NCCL backend an execute only enqueues: the fingerprint travels as a
+ * tag ahead of the data, a mismatch keeps the unpacks from writing and is reported by basp_comm_get_async_error and
+ * the comm's next batch execute (BASP_ERROR_MISMATCH), as is an exchange that has not ended within the timeout
+ * (BASP_ERROR_TIMEOUT); see docs/batch.md.
  * ------------------------------------------------------------------------------------------------------- */
 #define BASP_BATCH_MAGIC 0x42424154u /* "BBAT" */
 #define BASP_BATCH_VERSION 1u
