@@ -621,7 +621,9 @@ typedef basp_batch_v1 basp_batch_t;
  * it, as do the _tokens forms with num_tokens -1 or T). BSHD/SBHD: group g holds group_docs[g] sequences of seq_len
  * tokens. Every rank's sequence-side tokens must fit the comm's batch_capacity. The plan is a basp_plan_t: query,
  * execute and destroy it as any other; it allocates only when it needs more workspace than the comm's pool holds.
- * Threads: as basp_scatter (one batch plan of the comm executes at a time). */
+ * While split-phase chunks of the comm's plans are queued or running, it is made behind them (it waits for them),
+ * so that a growing pool never moves under an exchange. Threads: as basp_scatter (one batch plan of the comm
+ * executes at a time). */
 BASP_API basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
                                               basp_plan_t* plan);
 
