@@ -328,7 +328,7 @@ class BaspAttention(ChunkChoiceView, torch.nn.Module):
         chunks = self._chooser.chunks_for(self.chunks, key)
         if chunks is not None and chunks > 1:
             plans = self._plans[key]
-            return pipelined(plans, chunks, None, lambda x: x.permute(*to_bhsd),
+            return pipelined(plans, chunks, None, to_bhsd,
                              lambda a, b, c: self.attention(a, b, c, self.causal), q, k, v, kv=plans.kv_map)
         qh, kh, vh = head_scatter(qkv_id, q, k, v)
         qh, kh, vh = (x.permute(*to_bhsd) for x in (qh, kh, vh))
@@ -379,7 +379,7 @@ class BaspAttention(ChunkChoiceView, torch.nn.Module):
         chunks = 1 if batch is not None and self.chunks == "auto" else self._chooser.chunks_for(self.chunks, key)
         if chunks is not None and chunks > 1 and batch is None and cu_list is not None:
             plans = self._plans[key]
-            return pipelined(plans, chunks, int(num_tokens), lambda x: x,
+            return pipelined(plans, chunks, int(num_tokens), (),
                              lambda a, b, c: self._thd_attention(a, b, c, cu_seqlens, cu_t, cu_list, max_seqlen),
                              q, k, v, cu_list, kv=plans.kv_map)
         if chunks is not None and chunks > 1:

@@ -275,7 +275,7 @@ class DistributedAttention(ChunkChoiceView, torch.nn.Module):
         self._check_tokens(query, plans, bdi, seq_len)
         chunks = self._chooser.chunks_for(self.chunks, pkey)
         if chunks is not None and chunks > 1:
-            return pipelined(plans, chunks, None, lambda x: x,
+            return pipelined(plans, chunks, None, (),
                              lambda q, k, v: self._local(q, k, v, v_head_dim, args, kwargs), query, key, value,
                              axis=2, kv=self._expand_map(pkey, plans))
         q, k, v = head_scatter(plans.qkv_id, query, key, value)

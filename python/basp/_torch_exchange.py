@@ -30,7 +30,7 @@ _ADJOINT = {SCATTER: GATHER, GATHER: SCATTER}
 
 # The torch dtype a plan's outputs get (the dtype the fake implementation reports); a plan of another dtype has no
 # fake implementation and cannot be traced.
-_TORCH_DTYPES = {
+TORCH_DTYPES = {
     Dtype.FP16: torch.float16, Dtype.BF16: torch.bfloat16, Dtype.FP32: torch.float32, Dtype.FP64: torch.float64,
     Dtype.INT32: torch.int32, Dtype.INT64: torch.int64, Dtype.BYTE: torch.uint8,
 }
@@ -78,7 +78,7 @@ def plan_by_id(pid: int, where: str = "basp.torch") -> Plan:
     return plan
 
 
-def _check_tokens(plan: Plan, num_tokens: Any, where: str) -> Optional[int]:
+def check_tokens(plan: Plan, num_tokens: Any, where: str) -> Optional[int]:
     """The operators' num_tokens (-1: none) for `plan`: None for a BSHD/SBHD plan (which takes -1 or its seq_len),
     a THD stream's T (checked against the capacity by basp.Plan when concrete)."""
     symbolic = isinstance(num_tokens, SYMBOLIC_INTS)
@@ -102,33 +102,39 @@ def _run(direction: str, pid: int, tensors: Sequence[torch.Tensor], num_tokens: 
     plan = plan_by_id(pid, where)
     if cu_seqlens is not None:
         plan.set_documents(cu_seqlens.tolist())
-    tokens = _check_tokens(plan, num_tokens, where)
+    tokens = check_tokens(plan, num_tokens, where)
     run = plan.scatter if direction == SCATTER else plan.gather
     return list(run([t.contiguous() for t in tensors], num_tokens=None if tokens is None else int(tokens)))
 
 
-def _fake(direction: str, pid: int, tensors: Sequence[torch.Tensor], num_tokens: Any) -> List[torch.Tensor]:
-    """The outputs' shapes without running anything: the plan's, with a THD plan's token dimension in terms of T.
-    The head-sharded side has T tokens; position l of K has (T + K - 1 - l) // K of them on the sequence-sharded
-    side (torch.tensor_split's count, basp_split), which holds for a symbolic T as well."""
-    where = "basp.torch.%s" % direction
+def fake_outputs(direction: str, pid: int, count: int, device: torch.device, num_tokens: Any,
+                 where: str) -> List[torch.Tensor]:
+    """Empty outputs of an exchange of `count` tensors in `direction` (the head-sharded side for a scatter, the
+    sequence-sharded one for a gather), of the plan's shapes and dtype, without running anything: a THD plan's token
+    dimension in terms of T. The head-sharded side has T tokens; position l of K has (T + K - 1 - l) // K of them
+    on the sequence-sharded side (torch.tensor_split's count, basp_split), which holds for a symbolic T as well."""
     plan = plan_by_id(pid, where)
-    dtype = _TORCH_DTYPES.get(plan.dtype)
+    dtype = TORCH_DTYPES.get(plan.dtype)
     if dtype is None:
         raise Error(Status.ERROR_UNSUPPORTED, "%s: a %s plan cannot be traced (no torch dtype holds its elements)"
                     % (where, plan.dtype.name))
-    if len(tensors) != plan.num_tensors:
+    if count != plan.num_tensors:
         raise invalid_argument("%s: %d tensors given to a plan of %d (num_heads %r)" % (
-            where, len(tensors), plan.num_tensors, plan.num_heads))
-    device = tensors[0].device if tensors else torch.device("cpu")
+            where, count, plan.num_tensors, plan.num_heads))
     head_side = direction == SCATTER
     shapes = plan.info.head_sharded_shapes if head_side else plan.info.seq_sharded_shapes
-    call_tokens = _check_tokens(plan, num_tokens, where)
+    call_tokens = check_tokens(plan, num_tokens, where)
     if call_tokens is not None:
         k, position = plan.info.group_size, plan._position
         tokens = call_tokens if head_side else (call_tokens + k - 1 - position) // k
         shapes = [(tokens,) + tuple(s[1:]) for s in shapes]
     return [torch.empty(tuple(s), dtype=dtype, device=device) for s in shapes]
+
+
+def _fake(direction: str, pid: int, tensors: Sequence[torch.Tensor], num_tokens: Any) -> List[torch.Tensor]:
+    """The one-call operators' fake outputs (fake_outputs, on the device of the inputs)."""
+    device = tensors[0].device if tensors else torch.device("cpu")
+    return fake_outputs(direction, pid, len(tensors), device, num_tokens, "basp.torch.%s" % direction)
 
 
 class Exchange(torch.autograd.Function):

@@ -1,8 +1,8 @@
 """Pipelined attention by head chunks (BaspAttention and DistributedAttention, chunks=C): the head scatter and
 gather cut into C chunks of each rank's query heads (basp.Plan.scatter_start / gather_start), so that attention on
-chunk c runs while scatter chunk c + 1 and gather chunk c - 1 move. Eager only: one torch.autograd.Function whose
+chunk c runs while scatter chunk c + 1 and gather chunk c - 1 move. Eagerly: one torch.autograd.Function whose
 forward and backward run the whole pipeline (the backward scatters dO and gathers dQ, dK, dV chunk by chunk the
-same way).
+same way). Under torch.compile: the same pipeline on functional operators (_torch_pipeline_compiled).
 
 Bit-identical to chunks=1 when the attention function computes each head on its own: chunk c's tensors are views
 of the same buffers, at the same offsets and strides, as chunks=1 hands the attention function, K/V are expanded to
@@ -10,11 +10,13 @@ one head per query head into a buffer of the layout chunks=1's index_select make
 by index_add_ in ascending query head order as index_select's backward does."""
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import _library
+from ._torch_exchange import HAVE_CUSTOM_OPS
+from ._torch_pipeline_compiled import CompiledPipeline, Spec
 from ._torch_plans import AttentionPlans
 from .errors import invalid_argument
 
@@ -166,18 +168,25 @@ def check_chunks(where: str, chunks: Any) -> Any:
     return chunks
 
 
-def pipelined(plans: AttentionPlans, chunks: int, tokens: Optional[int], to_att: ToAttention, attend: Attend,
+def pipelined(plans: AttentionPlans, chunks: int, tokens: Optional[int], perm: Sequence[int], attend: Attend,
               q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: Optional[List[int]] = None, axis: int = 1,
               kv: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The pipelined layer's output (chunks capped at the plans' max_head_chunks, the same on every rank). to_att
-    maps a head-sharded tensor to the attention layout, whose head axis is `axis`; kv: the local K/V head each local
-    query head reads (None: head i reads i), K/V then expanded to one head per query head. Eager only: torch.compile
-    cannot trace the ctypes calls of the pipeline."""
+    """The pipelined layer's output (chunks capped at the plans' max_head_chunks, the same on every rank). perm
+    maps a head-sharded tensor to the attention layout (x.permute(*perm); () for none), whose head axis is `axis`;
+    kv: the local K/V head each local query head reads (None: head i reads i), K/V then expanded to one head per
+    query head. Eagerly: PipelinedAttention; under torch.compile: the functional operators' pipeline
+    (_torch_pipeline_compiled), which needs PyTorch >= 2.4."""
+    n = max(1, min(chunks, plans.max_head_chunks))
     if compiling():
-        raise invalid_argument("basp.torch: chunks > 1 runs eagerly only for now: torch.compile cannot trace the "
-                               "pipelined exchanges (make the layer with chunks=1 to compile it)")
-    most = min(plans.qkv.max_head_chunks, plans.out.max_head_chunks)
-    state = _State(plans, max(1, min(chunks, most)), tokens, to_att, axis, kv, cu)
+        if not HAVE_CUSTOM_OPS:
+            raise invalid_argument("basp.torch: chunks > 1 under torch.compile needs torch.library.custom_op "
+                                   "(PyTorch >= 2.4; this is %s): make the layer with chunks=1 to compile it"
+                                   % torch.__version__)
+        spec = Spec(plans.qkv_id, plans.out_id, plans.chunk_heads[n], tokens, perm, axis)
+        cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64)
+        return CompiledPipeline.apply(spec, attend, kv, cu_t, q, k, v)
+    to_att: ToAttention = (lambda x: x.permute(*perm)) if perm else (lambda x: x)
+    state = _State(plans, n, tokens, to_att, axis, kv, cu)
     return PipelinedAttention.apply(state, attend, q, k, v)
 
 

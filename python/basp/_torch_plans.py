@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 
 import torch
 
-from . import _abi
+from . import _abi, _library
 from ._abi import Layout
 from ._torch_exchange import plan_id
 from .batch import Batch
@@ -70,6 +70,12 @@ class AttentionPlans:
         self.qkv_id = plan_id(self.qkv)
         self.out_id = plan_id(self.out)
         self.kv_map: Optional[torch.Tensor] = None
+        # The pipelined layer's chunk count cap and, per count, each chunk's local query heads: plain values, which
+        # torch.compile reads while tracing (the library is not called then).
+        self.max_head_chunks = max(1, min(self.qkv.max_head_chunks, self.out.max_head_chunks))
+        local = self.qkv.info.head_end[0] - self.qkv.info.head_begin[0]
+        self.chunk_heads = {n: [_library.split(local, n, c, "basp.torch: head chunks") for c in range(n)]
+                            for n in range(1, self.max_head_chunks + 1)}
 
     @property
     def local_kv_heads(self) -> int:
