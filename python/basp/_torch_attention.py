@@ -123,7 +123,8 @@ class BaspAttention(ChunkChoiceView, torch.nn.Module):
                     return [.., Dv] (SDPA, explicit_attention and packed_attention do)
     chunks          C >= 1 (default 1: one scatter and one gather): the exchanges cut into C chunks of each rank's
                     query heads, attention on chunk c beside scatter c + 1 and gather c - 1 (capped at the plans'
-                    max_head_chunks; eager only; not with batch plans); docs/python.md, "The pipelined layers".
+                    max_head_chunks; not with batch plans; torch.compile needs PyTorch >= 2.4); docs/python.md,
+                    "The pipelined layers".
                     "auto": the first forward of each shape (plan key) runs with C = 1, timing the attention calls,
                     and C comes from basp.Plan.choose_head_chunks (collective: the same C on every rank), used from
                     the next forward on; last_chunk_choice and last_attention_seconds hold that decision (batch

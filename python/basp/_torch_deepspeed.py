@@ -122,12 +122,13 @@ class DistributedAttention(ChunkChoiceView, torch.nn.Module):
     num_groups       with a ProcessGroup: G (None: gcd(N, B), the BASP rule; 1: Ulysses, DeepSpeed's data layout)
     chunks           C >= 1 (default 1) or "auto": the exchanges cut into C chunks of each rank's query heads,
                      local_attention called once per chunk on that chunk's query heads (with the same args and
-                     kwargs), beside scatter c + 1 and gather c - 1 (capped at the plans' max_head_chunks; eager
-                     only; not with rotary_pos_emb). Each call then gets K/V expanded to one head per query head
-                     wherever this rank's query heads do not read its K/V heads one to one (GQA): a plain attention
-                     that repeats K/V by Hq_l / Hkv_l works. "auto": the first forward of each shape runs with C = 1,
-                     timing local_attention, and C comes from basp.Plan.choose_head_chunks (collective: the same C on
-                     every rank); last_chunk_choice and last_attention_seconds hold that decision.
+                     kwargs), beside scatter c + 1 and gather c - 1 (capped at the plans' max_head_chunks; not
+                     with rotary_pos_emb; torch.compile needs PyTorch >= 2.4). Each call then gets K/V expanded to
+                     one head per query head wherever this rank's query heads do not read its K/V heads one to one
+                     (GQA): a plain attention that repeats K/V by Hq_l / Hkv_l works. "auto": the first forward of
+                     each shape runs with C = 1, timing local_attention, and C comes from
+                     basp.Plan.choose_head_chunks (collective: the same C on every rank); last_chunk_choice and
+                     last_attention_seconds hold that decision.
 
     Each rank's inputs hold b_loc = B/G sequences (with Ulysses, all B) and its tokens of each: with K dividing S,
     S/K contiguous tokens in group-position order; otherwise pass seq_len=S to forward (the tokens are split as
