@@ -12,10 +12,10 @@ by AOT autograd from per-operator formulas because autograd runs a derived backw
 a K/V head's gradient must be summed in ascending query head order (as index_select's backward sums it at chunks=1)
 and goes back with the last chunk whose query heads read it.
 
-The backward evaluates the attention function again on each chunk's saved inputs (the vjp): AOT autograd traces
-forward and backward into one joint graph, where that evaluation is the forward's own on the same nodes. Eagerly
-nothing would share it, which is why eager runs keep _torch_pipeline's function, which keeps each chunk's autograd
-graph instead.
+The backward evaluates the attention function again on each chunk's saved inputs (the vjp), as activation
+checkpointing does: one more attention forward per chunk, in the backward graph (AOT autograd does not merge it with
+the forward's). Eager runs keep _torch_pipeline's function, which keeps each chunk's autograd graph instead and so
+computes no attention twice; this one would be slower there.
 
 Bit-identical to chunks=1 (eager) under the same condition as the eager pipeline: the attention function computes
 each head on its own. Query heads (and K/V heads without expansion) are views of the whole head-sharded buffers, at
