@@ -31,7 +31,7 @@ import torch
 from . import _library
 from ._torch_exchange import (GATHER, HAVE_CUSTOM_OPS, SCATTER, TORCH_DTYPES, check_tokens, fake_outputs,
                               plan_by_id)
-from .errors import invalid_argument
+from .errors import Error, invalid_argument
 
 _lock = threading.Lock()
 _round_ids = itertools.count(1)
@@ -71,10 +71,27 @@ def open_rounds() -> int:
         return len(_rounds)
 
 
+def _drop_stale(plan: Any, direction: str) -> None:
+    """Ends the rounds of `plan` and `direction` still in the table when a new one opens: left by a graph that
+    raised between their first start and last wait (a pipeline never runs two of them at once). Their chunks are
+    waited for, their errors dropped, so that the library takes the new round's starts."""
+    with _lock:
+        stale = [rid for rid, r in _rounds.items() if r.plan is plan and r.direction == direction]
+        rounds = [_rounds.pop(rid) for rid in stale]
+    for state in rounds:
+        for work in state.works.values():
+            try:
+                work.wait()
+            except Error:
+                pass  # the round is abandoned; its buffers are free again either way
+        state.works.clear()
+
+
 def _new_round(direction: str, pid: int, device: torch.device, num_chunks: int, num_tokens: int,
                cu_seqlens: Optional[torch.Tensor], zero: Sequence[int], where: str) -> Tuple[int, _Round]:
     """A round's buffers (head-sharded tensors in `zero` start at zero), the plan's documents set from cu_seqlens."""
     plan = plan_by_id(pid, where)
+    _drop_stale(plan, direction)
     if cu_seqlens is not None:
         plan.set_documents(cu_seqlens.tolist())
     tokens = check_tokens(plan, num_tokens, where)
