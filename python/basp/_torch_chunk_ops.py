@@ -11,14 +11,17 @@ wait_tensor consumes what its collective returned:
 
 Each operator takes the handle the one before it in the round returned, so the round is one chain of data
 dependencies: torch.compile can neither reorder its starts and waits nor drop one (the last wait's outputs are
-what the layer returns). A wait also takes the start's inputs, so that they stay alive and unchanged until the
-library has read them. None of them mutates an argument: the round's buffers are its own, allocated by its first
-start. A scatter wait returns views of the whole head-sharded buffers (complete in the heads of the chunks waited
-for), so that attention on chunk c reads the same memory, at the same offsets and strides, as chunks=1 hands the
-attention function; a gather start copies its chunk's attention output (or gradients) into the round's head-sharded
-buffers first, at the chunk's heads (K/V gradients: index_add_ in ascending query head order, into zeros), and the
-wait of the last chunk returns the gathered tensors. The operators have no autograd formula: the pipelined layer's
-backward calls them itself (_torch_pipeline_compiled).
+what the layer returns). A scatter wait also takes the scatter's inputs, so that they stay alive and unchanged
+until the library has read them. None of them mutates an argument: the round's buffers are its own, allocated by its
+first start. A scatter wait returns views of the whole head-sharded buffers (complete in the heads of the chunks
+waited for), so that attention on chunk c reads the same memory, at the same offsets and strides, as chunks=1 hands
+the attention function; the graph takes each wait's outputs for new tensors, which holds for what the layer reads:
+the later chunks write other heads only. A gather start copies its chunk's attention output (or gradients) into
+the round's head-sharded buffers first, at the chunk's heads (K/V gradients: index_add_ in ascending query head
+order, into zeros), and the wait of the last chunk returns the gathered tensors. The operators have no autograd
+formula: the pipelined layer's backward calls them itself (_torch_pipeline_compiled). A round still in the table
+when the next round of its plan and direction opens (left by a graph that raised part way) is waited for and
+dropped then.
 """
 from __future__ import annotations
 
