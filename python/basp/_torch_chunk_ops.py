@@ -11,7 +11,9 @@ wait_tensor consumes what its collective returned:
 
 Each operator takes the handle the one before it in the round returned, so the round is one chain of data
 dependencies: torch.compile can neither reorder its starts and waits nor drop one (the last wait's outputs are
-what the layer returns). A scatter wait also takes the scatter's inputs, so that they stay alive and unchanged
+what the layer returns). A gather start also takes, as `after`, the handle that the scatter wait of its chunk
+returned, which it does not otherwise use: that puts the scatter's waits on the chain to the layer's output too,
+even a wait whose buffers this rank does not read (a chunk without query heads here). A scatter wait also takes the scatter's inputs, so that they stay alive and unchanged
 until the library has read them. None of them mutates an argument: the round's buffers are its own, allocated by its
 first start. A scatter wait returns views of the whole head-sharded buffers (complete in the heads of the chunks
 waited for), so that attention on chunk c reads the same memory, at the same offsets and strides, as chunks=1 hands
@@ -194,7 +196,7 @@ if HAVE_CUSTOM_OPS:
     @torch.library.custom_op("basp::gather_chunk_start", mutates_args=())
     def gather_chunk_start(plan: int, pieces: List[torch.Tensor], handle: Optional[torch.Tensor], chunk: int,
                            num_chunks: int, num_tokens: int, cu_seqlens: Optional[torch.Tensor], perm: List[int],
-                           axis: int, kv: Optional[torch.Tensor]) -> torch.Tensor:
+                           axis: int, kv: Optional[torch.Tensor], after: Optional[torch.Tensor]) -> torch.Tensor:
         return _gather_start(plan, pieces, handle, chunk, num_chunks, num_tokens, cu_seqlens, perm, axis, kv)
 
     @torch.library.custom_op("basp::gather_chunk_wait", mutates_args=())
@@ -217,7 +219,7 @@ if HAVE_CUSTOM_OPS:
     @gather_chunk_start.register_fake
     def _gather_start_fake(plan: int, pieces: List[torch.Tensor], handle: Optional[torch.Tensor], chunk: int,
                            num_chunks: int, num_tokens: int, cu_seqlens: Optional[torch.Tensor], perm: List[int],
-                           axis: int, kv: Optional[torch.Tensor]) -> torch.Tensor:
+                           axis: int, kv: Optional[torch.Tensor], after: Optional[torch.Tensor]) -> torch.Tensor:
         return torch.empty((), dtype=torch.int64)
 
     @gather_chunk_wait.register_fake
@@ -226,3 +228,4 @@ if HAVE_CUSTOM_OPS:
         count = plan_by_id(plan, "basp.torch.gather_chunk_wait").num_tensors
         outs = fake_outputs(GATHER, plan, count, device, num_tokens, "basp.torch.gather_chunk_wait")
         return outs, torch.empty((), dtype=torch.int64)
+

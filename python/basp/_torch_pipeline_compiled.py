@@ -88,7 +88,7 @@ class CompiledPipeline(torch.autograd.Function):
             a, b = spec.ranges[c]
             out = attend(qc, kc, vc) if b > a else _no_heads(qc, bufs[2].shape[-1])
             gather = ops.gather_chunk_start(spec.out_id, [out], gather, c, n, tokens, cu_seqlens, spec.perm,
-                                            spec.axis, None)
+                                            spec.axis, None, scatter)
             if c > 0:
                 _, gather = ops.gather_chunk_wait(spec.out_id, gather, device, c - 1, tokens)
         (result,), _ = ops.gather_chunk_wait(spec.out_id, gather, device, n - 1, tokens)
@@ -120,7 +120,7 @@ class CompiledPipeline(torch.autograd.Function):
             else:
                 grads = [torch.zeros_like(x) for x in (qc, kc, vc)]
             gather = ops.gather_chunk_start(spec.qkv_id, grads, gather, c, n, tokens, cu_seqlens, spec.perm,
-                                            spec.axis, kv)
+                                            spec.axis, kv, scatter)
             if c > 0:
                 _, gather = ops.gather_chunk_wait(spec.qkv_id, gather, device, c - 1, tokens)
         d_ins, _ = ops.gather_chunk_wait(spec.qkv_id, gather, device, n - 1, tokens)

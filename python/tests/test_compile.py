@@ -14,7 +14,8 @@ graph break fails the test, and compared with the same model run eagerly on the 
   one bit for bit with the chosen C and with C = 2 set as the shape's decision (its graph then holds the chunks);
 - the pipelined layers (chunks=C > 1: the split-phase operators basp::scatter_chunk_start/_wait and
   basp::gather_chunk_start/_wait) against the chunks=1 layer run eagerly on the same data, a function of global
-  coordinates: BaspAttention (BSHD, SBHD, THD; GQA, uneven heads with held K/V heads, MQA, two sequences per rank;
+  coordinates: BaspAttention (BSHD, SBHD, THD; GQA, uneven heads with held K/V heads, MQA with an empty chunk, two sequences
+  per rank;
   C = 2, 4 and the plans' max) and DistributedAttention (batch_dim_idx 0 and 1), output and q, k, v gradients
   torch.equal with aot_eager, within 1e-6 relative with inductor; no round left open; and the forward and backward
   graphs of C = 4 keep the pipeline's order (scatter c + 1 started before chunk c is waited for, attention on
@@ -346,10 +347,11 @@ def check_pipeline_order(what, gm, chunks, attention):
 
 def test_pipelined_basp_attention_aot_eager():
     # GQA (K/V expanded by index_select), uneven heads with K/V heads held by both ranks (Hq 6, Hkv 3 over K = 2),
-    # MQA, two sequences per rank, BSHD, SBHD and THD (documents as a list). chunks=4 on the first case is its
+    # MQA over 3 query heads (rank 1's second chunk has none), two sequences per rank, BSHD, SBHD and THD
+    # (documents as a list). chunks=4 on the first case is its
     # max_head_chunks; its graphs are checked to keep the pipeline's order.
     for layout, b, s, hq, hkv, counts in (("bshd", 1, 16, 8, 2, (2, 4)), ("bshd", 2, 10, 6, 3, ("max",)),
-                                          ("sbhd", 2, 12, 4, 1, ("max",)), ("thd", 1, 13, 6, 2, (2,))):
+                                          ("sbhd", 2, 12, 3, 1, ("max",)), ("thd", 1, 13, 6, 2, (2,))):
         comm = basp.Comm(WORLD, micro_batch=b, num_groups=1)
         extra = {"token_capacity": 16} if layout == "thd" else {}
         call = {"cu_seqlens": [0, 5, 6, s]} if layout == "thd" else {"seq_len": s}
