@@ -27,9 +27,10 @@ dropped then.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -132,11 +133,24 @@ def _next_round(direction: str, pid: int, device: torch.device, handle: Optional
     return rid, state
 
 
+@contextlib.contextmanager
+def _closing_on_error(rid: int, handle: Optional[torch.Tensor]) -> Iterator[None]:
+    """A round that its first start opened is taken out of the table again if that start fails (nothing of it is
+    in flight then)."""
+    try:
+        yield
+    except BaseException:
+        if handle is None:
+            with _lock:
+                _rounds.pop(rid, None)
+        raise
+
+
 def _wait(handle: torch.Tensor, chunk: int, direction: str, where: str) -> Tuple[List[torch.Tensor], torch.Tensor]:
     """Waits for `chunk` of the handle's round: the buffers the caller reads (views), and the handle again."""
     rid, state = _round(handle, where)
-    work = state.works.pop(chunk, None)
-    if work is None or state.direction != direction:
+    work = state.works.pop(chunk, None) if state.direction == direction else None
+    if work is None:
         raise invalid_argument("%s: chunk %d of round %d (a %s) is not in flight" % (where, chunk, rid,
                                                                                      state.direction))
     try:
@@ -156,7 +170,9 @@ def _scatter_start(plan: int, inputs: List[torch.Tensor], handle: Optional[torch
     device = inputs[0].device if inputs else torch.device("cpu")
     rid, state = _next_round(SCATTER, plan, device, handle, chunk, num_chunks, num_tokens, cu_seqlens, (), where)
     ins = [x.contiguous() for x in inputs]
-    state.works[chunk] = state.plan.scatter_start(ins, state.head_side, chunk, num_chunks, num_tokens=state.tokens)
+    with _closing_on_error(rid, handle):
+        state.works[chunk] = state.plan.scatter_start(ins, state.head_side, chunk, num_chunks,
+                                                      num_tokens=state.tokens)
     return _handle(rid)
 
 
@@ -167,18 +183,20 @@ def _gather_start(plan: int, pieces: List[torch.Tensor], handle: Optional[torch.
     device = pieces[0].device if pieces else torch.device("cpu")
     zero = (1, 2) if kv is not None else ()
     rid, state = _next_round(GATHER, plan, device, handle, chunk, num_chunks, num_tokens, cu_seqlens, zero, where)
-    if len(pieces) != len(state.head_side):
-        raise invalid_argument("%s: %d pieces for a plan of %d tensors" % (where, len(pieces), len(state.head_side)))
-    local = state.head_side[0].shape[-2]
-    a, b = _library.split(local, num_chunks, chunk, where)
-    for t, (piece, buf) in enumerate(zip(pieces, state.head_side)):
-        view = buf.permute(*perm) if perm else buf
-        if kv is None or t == 0:
-            view.narrow(axis, a, b - a).copy_(piece)
-        else:  # index_select's backward: the K/V gradients summed in ascending query head order
-            view.index_add_(axis, kv[a:b], piece)
-    state.works[chunk] = state.plan.gather_start(state.head_side, state.seq_side, chunk, num_chunks,
-                                                 num_tokens=state.tokens)
+    with _closing_on_error(rid, handle):
+        if len(pieces) != len(state.head_side):
+            raise invalid_argument("%s: %d pieces for a plan of %d tensors" % (where, len(pieces),
+                                                                              len(state.head_side)))
+        local = state.head_side[0].shape[-2]
+        a, b = _library.split(local, num_chunks, chunk, where)
+        for t, (piece, buf) in enumerate(zip(pieces, state.head_side)):
+            view = buf.permute(*perm) if perm else buf
+            if kv is None or t == 0:
+                view.narrow(axis, a, b - a).copy_(piece)
+            else:  # index_select's backward: the K/V gradients summed in ascending query head order
+                view.index_add_(axis, kv[a:b], piece)
+        state.works[chunk] = state.plan.gather_start(state.head_side, state.seq_side, chunk, num_chunks,
+                                                     num_tokens=state.tokens)
     return _handle(rid)
 
 

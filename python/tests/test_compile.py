@@ -431,6 +431,11 @@ def test_pipelined_inductor():
                exact=False)
     expect_error(lambda: torch.ops.basp.scatter_chunk_wait(plans.qkv_id, handle, ins, 0, -1),
                  basp.Status.ERROR_INVALID_ARGUMENT, "names no round in flight")
+    # A first start the library refuses leaves no round behind.
+    too_many = plans.max_head_chunks + 1
+    expect_error(lambda: torch.ops.basp.scatter_chunk_start(plans.qkv_id, ins, None, 0, too_many, -1, None),
+                 basp.Status.ERROR_INVALID_ARGUMENT, str(too_many))
+    check.equal(open_rounds(), 0, "rounds left by a refused first start")
     torch._dynamo.reset()
     comm.close()
 
