@@ -182,7 +182,7 @@ def pipelined(plans: AttentionPlans, chunks: int, tokens: Optional[int], perm: S
             raise invalid_argument("basp.torch: chunks > 1 under torch.compile needs torch.library.custom_op "
                                    "(PyTorch >= 2.4; this is %s): make the layer with chunks=1 to compile it"
                                    % torch.__version__)
-        spec = Spec(plans.qkv_id, plans.out_id, plans.chunk_heads[n], tokens, perm, axis)
+        spec = Spec(plans.qkv_id, plans.out_id, plans.chunk_head_ranges[n], tokens, perm, axis)
         cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64)
         return CompiledPipeline.apply(spec, attend, kv, cu_t, q, k, v)
     to_att: ToAttention = (lambda x: x.permute(*perm)) if perm else (lambda x: x)
