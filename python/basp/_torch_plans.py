@@ -75,7 +75,7 @@ class AttentionPlans:
         self.max_head_chunks = max(1, min(self.qkv.max_head_chunks, self.out.max_head_chunks))
         local = self.qkv.info.head_end[0] - self.qkv.info.head_begin[0]
         self.chunk_head_ranges = {n: [_library.split(local, n, c, "basp.torch: head chunks") for c in range(n)]
-                            for n in range(1, self.max_head_chunks + 1)}
+                                  for n in range(1, self.max_head_chunks + 1)}
 
     @property
     def local_kv_heads(self) -> int:
