@@ -36,6 +36,9 @@ void check_sample(const CostSample& s, size_t i) {
                  s.network_bytes, ") must be finite and 0 or more");
   BASP_CHECK_ARG(std::isfinite(s.seconds) && s.seconds > 0.0, "samples[", i, "].seconds (", s.seconds,
                  ") must be finite and positive");
+  BASP_CHECK_ARG(s.chunks >= 1, "samples[", i, "].chunks (", s.chunks, ") must be 1 or more");
+  BASP_CHECK_ARG(std::isfinite(s.pieces) && s.pieces >= 0.0, "samples[", i, "].pieces (", s.pieces,
+                 ") must be finite and 0 or more");
 }
 
 // Weighted least squares min sum_i w_i^2 (sum_c A_ic z_c - y_i)^2 over the columns `cols` by Householder QR of the
@@ -85,6 +88,8 @@ using Coefficients = std::array<double, kNumExchange>;  // a0, a1, beta_node, be
 Coefficients checked_base(const std::vector<CostSample>& samples, const CostModel& base) {
   BASP_CHECK_ARG(!samples.empty(), "fit_exchange: no samples (need at least one measured exchange)");
   for (size_t i = 0; i < samples.size(); ++i) check_sample(samples[i], i);
+  BASP_CHECK_ARG(std::isfinite(base.per_piece) && base.per_piece >= 0.0, "fit_exchange: base.per_piece (",
+                 base.per_piece, ") must be finite and 0 or more");
   const Coefficients base_values = {base.a0, base.a1, base.beta_node, base.beta_network};
   for (int j = 0; j < kNumExchange; ++j) {
     BASP_CHECK_ARG(std::isfinite(base_values[j]) && base_values[j] >= 0.0, "fit_exchange: base.", kExchangeNames[j],
@@ -186,6 +191,28 @@ void fit_active_set(const std::vector<std::vector<double>>& raw, const std::vect
   }
 }
 
+// per_piece from the chunked samples, `model`'s other coefficients fitted: the one-column least squares of their
+// seconds above model's prediction for the chunks' alphas and bytes, on the extra pieces, pieces * (chunks - 1),
+// relative residuals as the first fit's: x = sum(e_i r_i / s_i^2) / sum(e_i^2 / s_i^2). Clamped at 0; model's
+// per_piece (base's) where no chunked sample has pieces.
+double fit_per_piece(const std::vector<CostSample>& samples, const CostModel& model) {
+  double num = 0.0;
+  double den = 0.0;
+  for (const CostSample& s : samples) {
+    if (s.chunks == 1) continue;
+    const double extra = s.pieces * (s.chunks - 1) / s.seconds;
+    const double chunks_alone =
+        s.chunks * model.alpha(s.k) + model.beta_node * s.node_bytes + model.beta_network * s.network_bytes;
+    num += extra * (s.seconds - chunks_alone) / s.seconds;
+    den += extra * extra;
+  }
+  if (den == 0.0) return model.per_piece;
+  const double x = num / den;
+  BASP_CHECK_ARG(std::isfinite(x), "fit_exchange: the chunked samples give per_piece = ", x,
+                 " (pieces or seconds too far apart for a double)");
+  return std::max(x, 0.0);
+}
+
 }  // namespace
 
 // Rough figures, orders of magnitude rather than measurements, for a planner that runs before any calibration:
@@ -210,12 +237,13 @@ CostModel default_cost_model() {
 }
 
 void check_cost_model(const CostModel& model, const char* prefix) {
-  const std::array<std::pair<const char*, double>, 6> coefficients = {{{"a0", model.a0},
+  const std::array<std::pair<const char*, double>, 7> coefficients = {{{"a0", model.a0},
                                                                        {"a1", model.a1},
                                                                        {"beta_node", model.beta_node},
                                                                        {"beta_network", model.beta_network},
                                                                        {"c2", model.c2},
-                                                                       {"c1", model.c1}}};
+                                                                       {"c1", model.c1},
+                                                                       {"per_piece", model.per_piece}}};
   for (const auto& [name, v] : coefficients) {
     BASP_CHECK_ARG(std::isfinite(v) && v >= 0.0, prefix, name, " (", v, ") must be finite and >= 0");
   }
@@ -224,8 +252,14 @@ void check_cost_model(const CostModel& model, const char* prefix) {
 // The fit minimizes the relative residuals, sum_i ((predicted_i - seconds_i) / seconds_i)^2: timings spread over
 // orders of magnitude with a roughly constant relative noise, and an unweighted fit would let the largest
 // exchanges' noise swamp a0 and a1. Noise-free samples give the same answer either way.
-CostModel fit_exchange(const std::vector<CostSample>& samples, const CostModel& base) {
-  const Coefficients base_values = checked_base(samples, base);
+CostModel fit_exchange(const std::vector<CostSample>& all, const CostModel& base) {
+  const Coefficients base_values = checked_base(all, base);
+  std::vector<CostSample> samples;  // the whole exchanges
+  for (const CostSample& s : all) {
+    if (s.chunks == 1) samples.push_back(s);
+  }
+  BASP_CHECK_ARG(!samples.empty(), "fit_exchange: all ", all.size(),
+                 " samples are chunked (need at least one whole exchange, chunks 1)");
   const std::vector<std::vector<double>> raw = weighted_design(samples);
   // Columns scaled to unit norm, so that the rank test and the pivots compare like with like.
   Coefficients scale{};
@@ -245,6 +279,7 @@ CostModel fit_exchange(const std::vector<CostSample>& samples, const CostModel& 
   out.a1 = value[1];
   out.beta_node = value[2];
   out.beta_network = value[3];
+  out.per_piece = fit_per_piece(all, out);
   out.source = "calibrated";
   return out;
 }

@@ -102,6 +102,7 @@ std::string export_cost_model(const CostModel& model) {
                                                                   {"c2", model.c2},
                                                                   {"c1", model.c1}}};
   for (const auto& [name, v] : numbers) check_exportable(name, v);
+  check_exportable("per_piece", model.per_piece);
   BASP_CHECK_ARG(model.world_size >= 0, "export_cost_model: world_size (", model.world_size, ") must be 0 or more");
   BASP_CHECK_ARG(model.num_nodes >= 0, "export_cost_model: num_nodes (", model.num_nodes, ") must be 0 or more");
   check_exportable("source", model.source);
@@ -109,6 +110,7 @@ std::string export_cost_model(const CostModel& model) {
 
   std::string out = std::string(kHeader) + "\n";
   for (const auto& [name, v] : numbers) out += std::string(name) + " " + format_double(v) + "\n";
+  if (model.per_piece != 0.0) out += "per_piece " + format_double(model.per_piece) + "\n";
   auto text_line = [&](const char* name, const std::string& text) {
     out += name;
     if (!text.empty()) out += " " + text;
@@ -127,8 +129,8 @@ CostModel import_cost_model(const std::string& text) {
     const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + nul, '\n'));
     detail::fail(BASP_ERROR_INVALID_ARGUMENT, "cost model line ", line, ": a NUL byte (the text is not a cost model)");
   }
-  const std::array<const char*, 10> keys = {"a0", "a1",     "beta_node",  "beta_network", "c2",
-                                            "c1", "source", "world_size", "num_nodes",    "note"};
+  const std::array<const char*, 11> keys = {"a0",     "a1",         "beta_node", "beta_network", "c2",       "c1",
+                                            "source", "world_size", "num_nodes", "note",         "per_piece"};
   std::array<size_t, keys.size()> seen_on{};  // the line of each key, 0: not seen
   CostModel m;
   m.source = "imported";  // when the file does not say
@@ -172,7 +174,8 @@ CostModel import_cost_model(const std::string& text) {
       case 6: m.source = value; break;
       case 7: m.world_size = parse_count(key, value, line); break;
       case 8: m.num_nodes = parse_count(key, value, line); break;
-      default: m.note = value; break;
+      case 9: m.note = value; break;
+      default: m.per_piece = parse_coefficient(key, value, line); break;
     }
   }
   BASP_CHECK_ARG(line >= 1, "cost model: empty text (no header '", kHeader, "')");

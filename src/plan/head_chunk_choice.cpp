@@ -21,7 +21,10 @@ std::vector<double> exchange_chunks(const ExchangePlan& plan, int64_t tokens, in
   std::vector<double> out;
   for (int32_t c = 0; c < count; ++c) {
     const auto per_peer = static_cast<double>(chunk_per_peer(plan, tokens, {c, count}, direction));
-    out.push_back(model.exchange_seconds(plan.group_size, per_peer * unit.node_bytes, per_peer * unit.network_bytes));
+    const double pieces =
+        static_cast<double>(chunk_pieces_per_peer(plan, tokens, {c, count}, direction)) * (plan.group_size - 1);
+    out.push_back(model.exchange_seconds(plan.group_size, per_peer * unit.node_bytes, per_peer * unit.network_bytes) +
+                  model.chunk_piece_seconds(pieces, count));
   }
   return out;
 }

@@ -44,6 +44,12 @@ int64_t span_bytes(const layout::Geometry& g, int64_t from, int64_t to, HeadChun
                      "head chunk bytes");
 }
 
+int64_t span_pieces(const layout::Geometry& g, int64_t from, int64_t to, HeadChunk chunk, Direction direction) {
+  const bool scatter = direction == Direction::kScatter;
+  const HeadSpan heads = moved_span(g, scatter ? to : from, chunk, direction);
+  return heads.size() > 0 ? g.seq_rows(scatter ? from : to) : 0;
+}
+
 void check_tokens(int64_t tokens) { BASP_CHECK_ARG(tokens >= 0, "tokens (", tokens, ") must be >= 0"); }
 
 }  // namespace
@@ -97,6 +103,22 @@ int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk
       int64_t sum = 0;
       for (int32_t t = 0; t < plan.num_tensors(); ++t)
         sum = checked_add(sum, span_bytes(plan.at(t, tokens), from, to, chunk, direction), "head chunk bytes");
+      most = std::max(most, sum);
+    }
+  }
+  return most;
+}
+
+int64_t chunk_pieces_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction) {
+  check_tokens(tokens);
+  check_head_chunk(plan, chunk);
+  int64_t most = 0;
+  for (int32_t from = 0; from < plan.group_size; ++from) {
+    for (int32_t to = 0; to < plan.group_size; ++to) {
+      if (from == to) continue;
+      int64_t sum = 0;
+      for (int32_t t = 0; t < plan.num_tensors(); ++t)
+        sum = checked_add(sum, span_pieces(plan.at(t, tokens), from, to, chunk, direction), "head chunk pieces");
       most = std::max(most, sum);
     }
   }

@@ -72,4 +72,9 @@ int64_t chunk_bytes(const ExchangePlan& plan, int64_t tokens, int32_t t, HeadChu
 // bytes of traffic.h for this chunk (0 for K = 1).
 int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction);
 
+// The most row pieces one position sends one other position in `chunk`, summed over the plan's tensors: for each
+// tensor that moves heads between them, the sequence-side position's rows (every layout is token-major, so a row's
+// heads of the chunk are one contiguous piece). The pieces of cost_model.h, per peer (0 for K = 1).
+int64_t chunk_pieces_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction);
+
 }  // namespace basp::plan

@@ -109,6 +109,7 @@ void require_same(const CostModel& a, const CostModel& b) {
   REQUIRE(bits(a.beta_network) == bits(b.beta_network));
   REQUIRE(bits(a.c2) == bits(b.c2));
   REQUIRE(bits(a.c1) == bits(b.c1));
+  REQUIRE(bits(a.per_piece) == bits(b.per_piece));
   REQUIRE(a.source == b.source);
   REQUIRE(a.world_size == b.world_size);
   REQUIRE(a.num_nodes == b.num_nodes);
@@ -414,6 +415,7 @@ TEST_CASE("cost model: export then import is exact, bit for bit", "[cost_model]"
     m.beta_network = pick(3);
     m.c2 = pick(4);
     m.c1 = pick(5);
+    m.per_piece = trial % 3 == 0 ? 0.0 : pick(6);  // 0: the line is left out
     m.source = texts[static_cast<size_t>(trial) % texts.size()];
     m.note = texts[static_cast<size_t>(trial + 3) % texts.size()];
     m.world_size = static_cast<int32_t>(rng() % 2 == 0 ? rng() % 100000 : rng() >> 33);
