@@ -82,16 +82,30 @@ std::vector<GroupTraffic> calibration_traffic(const UnitMap& m, const Membership
   return membership_traffic(m, members, per_peer);
 }
 
+int32_t calibration_chunks(const Membership& members, basp_backend_t backend) {
+  if (backend == BASP_BACKEND_NCCL) return 1;
+  const int64_t heads = ceil_div(kCalibrationHeads, static_cast<int64_t>(largest_group(members)));
+  return heads >= 2 ? 2 : 1;
+}
+
+double calibration_pieces(int32_t k, int64_t seq) {
+  return static_cast<double>(ceil_div(seq, static_cast<int64_t>(k))) * (k - 1);
+}
+
+size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens) { return tokens.size() + 1; }
+
 std::vector<CostSample> calibration_samples(const PlacementInput& machine, const std::vector<Membership>& memberships,
-                                            const std::vector<int64_t>& tokens, size_t per_rank,
+                                            const std::vector<int64_t>& tokens, basp_backend_t backend, size_t per_rank,
                                             const std::vector<double>& medians) {
   const UnitMap m = make_unit_map(machine);
   std::vector<CostSample> samples;
   size_t at = 0;
   for (const Membership& members : memberships) {
     const int32_t kmax = largest_group(members);
-    for (const int64_t rows : tokens) {
-      const std::vector<GroupTraffic> traffic = calibration_traffic(m, members, rows * kmax);
+    for (size_t i = 0; i < calibration_medians_per_membership(tokens); ++i) {
+      const bool chunked = i == tokens.size();  // the last: the largest size in chunks
+      const int64_t seq = (chunked ? tokens.back() : tokens[i]) * kmax;
+      const std::vector<GroupTraffic> traffic = calibration_traffic(m, members, seq);
       for (size_t g = 0; g < members.size(); ++g) {
         if (members[g].size() < 2) continue;
         double slowest = 0;
@@ -101,6 +115,8 @@ std::vector<CostSample> calibration_samples(const PlacementInput& machine, const
         s.node_bytes = traffic[g].node_bytes;
         s.network_bytes = traffic[g].network_bytes;
         s.seconds = slowest;
+        s.chunks = chunked ? calibration_chunks(members, backend) : 1;
+        s.pieces = calibration_pieces(s.k, seq);
         samples.push_back(s);
       }
       ++at;

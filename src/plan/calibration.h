@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "basp/basp.h"
 #include "plan/cost_model.h"
 #include "plan/placement.h"
 #include "plan/traffic.h"
@@ -37,11 +38,27 @@ int32_t largest_group(const Membership& members);
 // ceil(seq / K) * ceil(kCalibrationHeads / K) * kCalibrationHeadDim.
 std::vector<GroupTraffic> calibration_traffic(const UnitMap& m, const Membership& members, int64_t seq);
 
-// One sample per group of two ranks or more and (membership, size), memberships outer: its traffic at
-// `tokens[s] * largest_group` tokens and its slowest rank's median. `medians` holds every rank's `per_rank`
+// The head chunks of calibration's chunked measurement of a membership: 2, or 1 (one more whole exchange) where the
+// busiest position holds one head (ceil(kCalibrationHeads / largest_group) == 1) or on NCCL (whose execute takes
+// no head chunks). Two chunks: the fewest that cut the rows' pieces, the
+// cheapest to measure, and the per_piece they fit prices more chunks at least as high as they cost on the one
+// machine measured (cost_model.h), so the choice errs towards fewer chunks.
+int32_t calibration_chunks(const Membership& members, basp_backend_t backend);
+
+// The row pieces a position of a group of k ranks copies to its peers in one whole exchange of the calibration
+// tensor of `seq` tokens: the busiest position's rows, ceil(seq / k), times k - 1 (cost_model.h's pieces).
+double calibration_pieces(int32_t k, int64_t seq);
+
+// Per membership, the medians calibration measures: one whole exchange per size of `tokens`, then the largest size
+// again as calibration_chunks(members) head chunks executed one after another (their summed time).
+size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens);
+
+// One sample per group of two ranks or more and measurement, memberships outer (then the sizes, then the chunked
+// one, as calibration_medians_per_membership counts them): its traffic at `tokens[s] * largest_group` tokens and
+// its slowest rank's median, the chunked one with its chunks and pieces. `medians` holds every rank's `per_rank`
 // medians, rank-major.
 std::vector<CostSample> calibration_samples(const PlacementInput& machine, const std::vector<Membership>& memberships,
-                                            const std::vector<int64_t>& tokens, size_t per_rank,
+                                            const std::vector<int64_t>& tokens, basp_backend_t backend, size_t per_rank,
                                             const std::vector<double>& medians);
 
 // fit_exchange over the samples from `base`, with source "calibrated" and the calibration's context (world size,

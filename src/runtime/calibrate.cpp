@@ -42,41 +42,47 @@ std::shared_ptr<Plan> membership_plan(const std::shared_ptr<Comm>& comm,
   return make_batch_plan(comm, request);
 }
 
-// This rank's median time of the plan's execute over `repeats` synchronised runs, after one warm-up.
-double median_execute(transport::BatchTransport& transport, void* stream, Plan& plan, int32_t repeats, int32_t n,
-                      const detail::Deadline& deadline) {
+// This rank's median time of the plan's execute over `repeats` synchronised runs, after one warm-up; `chunks` > 1:
+// of its head chunks 0..chunks-1 executed one after another.
+double median_execute(transport::BatchTransport& transport, void* stream, Plan& plan, int32_t chunks, int32_t repeats,
+                      int32_t n, const detail::Deadline& deadline) {
   const basp_plan_info_v1 info = plan.info();
   // The backend's memory (device memory on NCCL); an execute is timed to its end on the device.
   const auto in = transport.buffer(info.seq_sharded_elems[0]);
   const auto out = transport.buffer(info.head_sharded_elems[0]);
   const void* ins[1] = {in->get()};
   void* outs[1] = {out->get()};
-  plan.execute(Direction::kScatter, Plan::kPlanTokens, ins, outs, stream);  // warm-up
-  transport.finish(stream);
+  auto exchange = [&] {
+    for (int32_t c = 0; c < chunks; ++c)
+      plan.execute(Direction::kScatter, Plan::kPlanTokens, plan::HeadChunk{c, chunks}, ins, outs, stream);
+    transport.finish(stream);
+  };
+  exchange();  // warm-up
   std::vector<double> times;
   for (int32_t i = 0; i < repeats; ++i) {
     synchronise(transport.world(), n, deadline);
     const auto t0 = std::chrono::steady_clock::now();
-    plan.execute(Direction::kScatter, Plan::kPlanTokens, ins, outs, stream);
-    transport.finish(stream);
+    exchange();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
   return times[times.size() / 2];
 }
 
-// This rank's median per (membership, size), memberships outer.
+// This rank's medians per membership as plan::calibration_samples reads them: one per size, whole, then the
+// largest size in plan::calibration_chunks head chunks (its plan made once more: a plan per measurement, as before).
 std::vector<double> measure_medians(const std::shared_ptr<Comm>& comm, transport::BatchTransport& transport,
-                                    const std::vector<std::vector<std::vector<int32_t>>>& memberships,
-                                    const std::vector<int64_t>& sizes, int32_t repeats,
-                                    const detail::Deadline& deadline) {
+                                    const std::vector<plan::Membership>& memberships, const std::vector<int64_t>& sizes,
+                                    int32_t repeats, const detail::Deadline& deadline) {
   const int32_t n = comm->layout().world_size;
   std::vector<double> mine;
   void* const stream = transport.stream();
   for (const auto& members : memberships) {
-    for (int64_t rows : sizes) {
-      auto plan = membership_plan(comm, members, rows);
-      mine.push_back(median_execute(transport, stream, *plan, repeats, n, deadline));
+    for (size_t i = 0; i < plan::calibration_medians_per_membership(sizes); ++i) {
+      const bool chunked = i == sizes.size();
+      auto plan = membership_plan(comm, members, chunked ? sizes.back() : sizes[i]);
+      const int32_t chunks = chunked ? plan::calibration_chunks(members, comm->backend()) : 1;
+      mine.push_back(median_execute(transport, stream, *plan, chunks, repeats, n, deadline));
     }
   }
   return mine;
@@ -104,7 +110,7 @@ void calibrate(const std::shared_ptr<Comm>& comm, int64_t max_bytes, int32_t rep
   world.allgather(mine.data(), mine.size() * sizeof(double), all.data(), "the timings of basp_comm_calibrate",
                   deadline);
   const std::vector<plan::CostSample> samples =
-      plan::calibration_samples(machine, memberships, sizes, mine.size(), all);
+      plan::calibration_samples(machine, memberships, sizes, comm->backend(), mine.size(), all);
   comm->set_cost_model(plan::calibrated_model(machine, samples, comm->cost_model(), repeats, max_bytes));
 }
 

@@ -126,26 +126,54 @@ TEST_CASE("calibration and the planner agree on a multi-node NVLink domain", "[c
   const std::vector<int64_t> tokens{4, 64};
   for (const auto& members : memberships) {
     const std::vector<std::vector<std::vector<int32_t>>> one{members};
-    const std::vector<double> medians(8 * tokens.size(), 1e-3);
-    const auto samples = basp::plan::calibration_samples(machine, one, tokens, tokens.size(), medians);
+    // Per rank: the two sizes whole, then the largest one chunked.
+    const std::vector<double> medians(8 * (tokens.size() + 1), 1e-3);
+    const auto samples =
+        basp::plan::calibration_samples(machine, one, tokens, BASP_BACKEND_MPI, tokens.size() + 1, medians);
     const int32_t kmax = basp::plan::largest_group(members);
     size_t exchanging = 0;  // samples per size: the groups of two ranks or more
     for (const auto& g : members) exchanging += g.size() >= 2 ? 1 : 0;
-    REQUIRE(samples.size() == exchanging * tokens.size());
-    for (size_t s = 0; s < tokens.size(); ++s) {
+    REQUIRE(samples.size() == exchanging * (tokens.size() + 1));
+    for (size_t s = 0; s <= tokens.size(); ++s) {
       const auto first = samples.begin() + static_cast<std::ptrdiff_t>(s * exchanging);
       const std::vector<basp::plan::CostSample> at(first, first + static_cast<std::ptrdiff_t>(exchanging));
       const auto largest = largest_bytes(at);
-      const int64_t seq = tokens[s] * kmax;
+      const int64_t seq = tokens[std::min(s, tokens.size() - 1)] * kmax;
+      for (const auto& x : at) CHECK(x.chunks == (s == tokens.size() ? 2 : 1));
       CHECK(largest.first == planner_bytes(machine, members, seq, true));
       CHECK(largest.second == planner_bytes(machine, members, seq, false));
     }
   }
   // Per node at 4 tokens per rank (16 in all): each rank sends 4 tokens of 16 heads of 256 bytes to each peer, to
   // one peer in its domain and to two outside it; each node's link carries 4 ranks x 2 peers.
+  // The chunked measurement (each rank's second median) moves the same bytes as 2 chunks; every sample's pieces are
+  // each rank's 4 rows times its 3 peers.
   const std::vector<std::vector<std::vector<int32_t>>> one{per_node};
-  const auto samples = basp::plan::calibration_samples(machine, one, {4}, 1, std::vector<double>(8, 1e-3));
-  REQUIRE(samples.size() == 2);
+  std::vector<double> medians(16, 1e-3);
+  for (size_t r = 0; r < 8; ++r) medians[2 * r + 1] = 5e-3 + 1e-4 * static_cast<double>(r);  // slowest: 3 and 7
+  const auto samples = basp::plan::calibration_samples(machine, one, {4}, BASP_BACKEND_MPI, 2, medians);
+  REQUIRE(samples.size() == 4);
   CHECK(samples[0].node_bytes == 4.0 * 16 * 256);
   CHECK(samples[0].network_bytes == 8.0 * 4 * 16 * 256);
+  for (size_t i = 0; i < 4; ++i) {
+    INFO("sample " << i);
+    CHECK(samples[i].node_bytes == samples[i % 2].node_bytes);
+    CHECK(samples[i].network_bytes == samples[i % 2].network_bytes);
+    CHECK(samples[i].pieces == 4.0 * 3);
+    CHECK(samples[i].chunks == (i < 2 ? 1 : 2));
+    CHECK(samples[i].seconds == (i < 2 ? 1e-3 : 5e-3 + 1e-4 * (i == 2 ? 3 : 7)));
+  }
+  // On NCCL (no head chunks) the measurement is one more whole exchange; a group whose busiest rank holds one head
+  // (64 ranks) cannot be cut either.
+  const auto nccl = basp::plan::calibration_samples(machine, one, {4}, BASP_BACKEND_NCCL, 2, medians);
+  REQUIRE(nccl.size() == 4);
+  CHECK(nccl[3].chunks == 1);
+  CHECK(basp::plan::calibration_chunks(per_node, BASP_BACKEND_MPI) == 2);
+  CHECK(basp::plan::calibration_chunks(per_node, BASP_BACKEND_NCCL) == 1);
+  std::vector<int32_t> all64(64);
+  for (int32_t r = 0; r < 64; ++r) all64[static_cast<size_t>(r)] = r;
+  CHECK(basp::plan::calibration_chunks({all64}, BASP_BACKEND_MPI) == 1);
+  CHECK(basp::plan::calibration_chunks({std::vector<int32_t>(all64.begin(), all64.begin() + 32)}, BASP_BACKEND_MPI) ==
+        2);
+  CHECK(basp::plan::calibration_pieces(3, 10) == 4.0 * 2);  // ceil(10 / 3) rows to each of 2 peers
 }
