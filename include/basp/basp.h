@@ -679,7 +679,10 @@ BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_p
 /* The comm's cost model (docs/batch.md): one exchange of a group of K ranks costs a0 + a1 * (K - 1) + beta_node *
  * node_bytes + beta_network * network_bytes; a group's attention (c2 * sum L^2 + c1 * sum L) times the share of the
  * query heads its busiest rank holds (and times (D + Dv) / (2 D) for a problem whose value head size Dv differs from
- * its head_dim D). A comm starts with rough defaults and zero attention coefficients. */
+ * its head_dim D). An exchange cut into C head chunks (docs/overlap.md) pays per_piece * pieces * (C - 1) more over
+ * its chunks, pieces being the row pieces the busiest rank copies to its peers in the whole exchange (its rows
+ * times K - 1): each row's heads move as C shorter pieces, which cost more per byte where the exchange is host
+ * copies. A comm starts with rough defaults, zero attention coefficients and per_piece 0. */
 #define BASP_COST_MODEL_MAGIC 0x42434d44u /* "BCMD" */
 #define BASP_COST_MODEL_VERSION 1u
 
@@ -695,12 +698,15 @@ typedef struct basp_cost_model_v1 {
   double c1;           /* attention seconds per token */
   int32_t calibrated;  /* 1 after basp_comm_calibrate (or an import of a calibrated model) */
   int32_t reserved0;
+  /* Appended in 0.6 after reserved0: a caller built against the layout above passes its size (72 bytes on LP64);
+   * get writes it that many bytes, set reads per_piece as 0 (a model without the term: chunks priced as before). */
+  double per_piece; /* seconds per extra row piece of an exchange cut into head chunks (above) */
 } basp_cost_model_v1;
 typedef basp_cost_model_v1 basp_cost_model_t;
 
 /* clang-format off */
 #define BASP_COST_MODEL_INITIALIZER { sizeof(basp_cost_model_v1), BASP_COST_MODEL_MAGIC, BASP_COST_MODEL_VERSION, \
-                                      0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0 }
+                                      0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0 }
 /* clang-format on */
 
 /* Not collective (any thread): the comm's model, and a new one (every coefficient finite and >= 0). Every rank must
@@ -710,9 +716,10 @@ BASP_API basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cos
 
 /* Collective over the comm's world (a batch comm): measures the exchange on the live comm, groups of K = 2, 4, 8,
  * ... up to N running concurrently, placed as the planner places them, and at K = 2 across nodes where there are
- * several, for message sizes up to `max_bytes` per rank (0: 4 MiB), `repeats` times each (0: 5), takes the slowest
- * rank's median, fits a0, a1, beta_node and beta_network, and stores them in the comm (identical on every rank: the
- * fit runs on gathered timings). A few seconds. */
+ * several, for message sizes up to `max_bytes` per rank (0: 4 MiB), `repeats` times each (0: 5), and the largest
+ * size again as 2 head chunks one after another (MPI), takes the slowest rank's median, fits a0, a1, beta_node and
+ * beta_network to the whole exchanges and per_piece to the chunked ones, and stores them in the comm (identical on
+ * every rank: the fit runs on gathered timings). A few seconds. */
 BASP_API basp_status_t basp_comm_calibrate(basp_comm_t comm, int64_t max_bytes, int32_t repeats);
 
 /* The comm's model as text ("basp-cost-model 1" then "key value" lines), NUL-terminated in text[capacity];

@@ -335,6 +335,7 @@ class CostModelStruct(_Versioned):
         ("c1", ctypes.c_double),
         ("calibrated", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
+        ("per_piece", ctypes.c_double),  # appended in 0.6
     ]
     _magic = COST_MODEL_MAGIC
     _version = COST_MODEL_VERSION

@@ -273,7 +273,9 @@ class CostModel:
     """A comm's cost model (basp_cost_model_v1, docs/batch.md), what basp.Comm.cost_model gets and sets: one
     exchange of a group of K ranks costs a0 + a1 * (K - 1) + beta_node * node_bytes + beta_network * network_bytes
     seconds; a group's attention (c2 * sum L^2 + c1 * sum L) times the share of the query heads its busiest rank
-    holds. `calibrated`: measured on the live comm (basp.Comm.calibrate, or imported from a measured one)."""
+    holds; an exchange cut into C head chunks pays per_piece * pieces * (C - 1) more (pieces: the row pieces the
+    busiest rank copies to its peers, docs/overlap.md). `calibrated`: measured on the live comm (basp.Comm.calibrate,
+    or imported from a measured one)."""
 
     a0: float = 0.0
     a1: float = 0.0
@@ -282,13 +284,14 @@ class CostModel:
     c2: float = 0.0
     c1: float = 0.0
     calibrated: bool = False
+    per_piece: float = 0.0
 
     @classmethod
     def from_struct(cls, s: _abi.CostModelStruct) -> "CostModel":
         return cls(a0=float(s.a0), a1=float(s.a1), beta_node=float(s.beta_node), beta_network=float(s.beta_network),
-                   c2=float(s.c2), c1=float(s.c1), calibrated=bool(s.calibrated))
+                   c2=float(s.c2), c1=float(s.c1), calibrated=bool(s.calibrated), per_piece=float(s.per_piece))
 
     def to_struct(self) -> _abi.CostModelStruct:
         return _abi.CostModelStruct(a0=float(self.a0), a1=float(self.a1), beta_node=float(self.beta_node),
                                     beta_network=float(self.beta_network), c2=float(self.c2), c1=float(self.c1),
-                                    calibrated=1 if self.calibrated else 0)
+                                    calibrated=1 if self.calibrated else 0, per_piece=float(self.per_piece))

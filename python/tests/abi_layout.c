@@ -179,7 +179,8 @@ int main(void) {
   FIELD(basp_cost_model_v1, c2, ",");
   FIELD(basp_cost_model_v1, c1, ",");
   FIELD(basp_cost_model_v1, calibrated, ",");
-  FIELD(basp_cost_model_v1, reserved0, "");
+  FIELD(basp_cost_model_v1, reserved0, ",");
+  FIELD(basp_cost_model_v1, per_piece, "");
   STRUCT_END();
   printf("\n},\n");
 

@@ -296,8 +296,9 @@ def test_cost_model_round_trip():
         check.equal((default.c2, default.c1), (0.0, 0.0), "a fresh comm's attention coefficients are 0")
         text = comm.export_cost_model()
         check.true(text.startswith("basp-cost-model 1\n"), "export starts with its header: %r" % text)
+        check.equal(default.per_piece, 0.0, "a fresh comm's model has no per-piece term")
         model = basp.CostModel(a0=1.5e-5, a1=3.25e-6, beta_node=1.0 / 3e11, beta_network=1.0 / 7e9, c2=2.5e-12,
-                               c1=1e-9, calibrated=True)
+                               c1=1e-9, calibrated=True, per_piece=1.0 / 3e7)
         comm.cost_model = model
         check.equal(comm.cost_model, model, "get returns what set stored (bit for bit)")
         exported = comm.export_cost_model()
@@ -317,7 +318,10 @@ def test_cost_model_round_trip():
         expect_error(lambda: comm.import_cost_model("basp-cost-model 99\n"), S.ERROR_INVALID_ARGUMENT, "line 1")
         expect_error(lambda: comm.import_cost_model(42), S.ERROR_INVALID_ARGUMENT, "not a str")
         check.equal(comm.cost_model, model, "a refused import leaves the model as it was")
+        check.true("\nper_piece " in exported, "the export carries per_piece: %r" % exported)
         expect_error(lambda: setattr(comm, "cost_model", basp.CostModel(a1=-1.0)), S.ERROR_INVALID_ARGUMENT, "a1")
+        expect_error(lambda: setattr(comm, "cost_model", basp.CostModel(per_piece=-1e-9)), S.ERROR_INVALID_ARGUMENT,
+                     "per_piece")
         expect_error(lambda: setattr(comm, "cost_model", basp.CostModel(c2=float("nan"))), S.ERROR_INVALID_ARGUMENT,
                      "c2")
         expect_error(lambda: setattr(comm, "cost_model", "fast"), S.ERROR_INVALID_ARGUMENT, "basp.CostModel")

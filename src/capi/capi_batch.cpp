@@ -30,6 +30,8 @@ constexpr basp_cost_model_v1 kModelDefaults = BASP_COST_MODEL_INITIALIZER;
 constexpr size_t kBatchPlanDescFirstSize = offsetof(basp_plan_desc_v1, head_dims);
 // The problem as the planner first took it (through capacity): such callers get v_head_dim 0 (head_dim).
 constexpr size_t kProblemFirstSize = offsetof(basp_batch_problem_v1, v_head_dim);
+// The model before per_piece (through reserved0): get writes such callers that much, set reads per_piece as 0.
+constexpr size_t kModelFirstSize = offsetof(basp_cost_model_v1, per_piece);
 
 // basp_batch_v1's arrays, read within the bounds their counts give (a group's ranks, its documents); the runtime
 // checks what they say (runtime::check_batch).
@@ -174,7 +176,7 @@ basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_problem_t*
 basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* model) {
   return guarded(__func__, [&] {
     const auto c = basp::capi::comm_ref(comm, "comm");
-    basp::capi::check_out_struct(model, BASP_COST_MODEL_MAGIC, sizeof(basp_cost_model_v1), "model");
+    basp::capi::check_out_struct(model, BASP_COST_MODEL_MAGIC, kModelFirstSize, "model");
     const basp::plan::CostModel m = c->cost_model();
     basp_cost_model_v1 out = BASP_COST_MODEL_INITIALIZER;
     out.a0 = m.a0;
@@ -184,6 +186,7 @@ basp_status_t basp_comm_get_cost_model(basp_comm_t comm, basp_cost_model_t* mode
     out.c2 = m.c2;
     out.c1 = m.c1;
     out.calibrated = m.source == "calibrated" ? 1 : 0;
+    out.per_piece = m.per_piece;
     basp::capi::write_out_struct(model, out);
   });
 }
@@ -192,7 +195,7 @@ basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t
   return guarded(__func__, [&] {
     const auto c = basp::capi::comm_ref(comm, "comm");
     const basp_cost_model_v1 in = basp::capi::read_struct(model, kModelDefaults, BASP_COST_MODEL_MAGIC,
-                                                          BASP_COST_MODEL_VERSION, "model", sizeof(basp_cost_model_v1));
+                                                          BASP_COST_MODEL_VERSION, "model", kModelFirstSize);
     basp::plan::CostModel m = c->cost_model();
     m.a0 = in.a0;
     m.a1 = in.a1;
@@ -200,6 +203,7 @@ basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t
     m.beta_network = in.beta_network;
     m.c2 = in.c2;
     m.c1 = in.c1;
+    m.per_piece = in.per_piece;
     basp::plan::check_cost_model(m, "model->");
     BASP_CHECK_ARG(in.calibrated == 0 || in.calibrated == 1, "model->calibrated (", in.calibrated, ") must be 0 or 1");
     BASP_CHECK_ARG(in.reserved0 == 0, "model->reserved0 (", in.reserved0, ") must be 0");

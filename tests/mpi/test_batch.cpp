@@ -911,21 +911,23 @@ void calibrate_case() {
   basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
   basp_comm_get_cost_model(comm, &m);
   EXPECT(m.calibrated == 1, "the model is not marked calibrated");
-  const double coefficients[] = {m.a0, m.a1, m.beta_node, m.beta_network};
+  const double coefficients[] = {m.a0, m.a1, m.beta_node, m.beta_network, m.per_piece};
   for (double c : coefficients) EXPECT(std::isfinite(c) && c >= 0, "a fitted coefficient is %g", c);
   // Some bandwidth was measured: on one node beta_node (the only link class), across nodes at least one of the two
   // (the fit may clamp the other to 0 when its bytes are small next to alpha); nothing slower than 1 MB/s.
   EXPECT((m.beta_node > 0 || m.beta_network > 0) && m.beta_node < 1e-6 && m.beta_network < 1e-6,
          "beta_node %g and beta_network %g s/byte are not plausible figures", m.beta_node, m.beta_network);
   // Identical on every rank (the fit runs on gathered timings).
-  double mine[4] = {m.a0, m.a1, m.beta_node, m.beta_network};
-  double root[4];
+  double mine[5] = {m.a0, m.a1, m.beta_node, m.beta_network, m.per_piece};
+  double root[5];
   std::memcpy(root, mine, sizeof mine);
-  MPI_Bcast(root, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(root, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   EXPECT(std::memcmp(root, mine, sizeof mine) == 0, "the calibrated model differs from rank 0's");
   if (g_rank == 0) {
-    std::printf("calibrated: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B (%.2f GB/s), beta_network %.3g s/B\n", m.a0, m.a1,
-                m.beta_node, 1e-9 / m.beta_node, m.beta_network);
+    std::printf(
+        "calibrated: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B (%.2f GB/s), beta_network %.3g s/B, "
+        "per_piece %.3g s\n",
+        m.a0, m.a1, m.beta_node, 1e-9 / m.beta_node, m.beta_network, m.per_piece);
   }
   // Export, import into a fresh comm, same fields.
   size_t needed = 0;
@@ -941,7 +943,7 @@ void calibrate_case() {
   basp_cost_model_t back = BASP_COST_MODEL_INITIALIZER;
   basp_comm_get_cost_model(other, &back);
   EXPECT(back.a0 == m.a0 && back.a1 == m.a1 && back.beta_node == m.beta_node && back.beta_network == m.beta_network &&
-             back.calibrated == 1,
+             back.per_piece == m.per_piece && back.calibrated == 1,
          "the imported model differs from the exported one");
   std::string bad(text.data());
   bad.replace(bad.find("a1 "), 3, "a1 x");

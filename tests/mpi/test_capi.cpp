@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -430,6 +431,54 @@ TEST_CASE("batch problem: v_head_dim, and the layout before it", "[capi]") {
   CHECK(partition(comm, p).status == BASP_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last(), Catch::Contains("bytes per token") && Catch::Contains("v_head_dim 4611686018427387904"));
   CHECK(basp_comm_destroy(comm) == BASP_SUCCESS);
+}
+
+// basp_cost_model_t grew in 0.6 (per_piece): a caller built against the layout through reserved0 passes its size;
+// get writes it that many bytes, set reads per_piece as 0; the bytes past its size are neither read nor written.
+TEST_CASE("cost model: per_piece, and the layout before it", "[capi]") {
+  World w;
+  basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
+  CHECK(m.per_piece == 0.0);
+  REQUIRE(basp_comm_get_cost_model(w.comm, &m) == BASP_SUCCESS);
+  CHECK(m.per_piece == 0.0);  // a new comm's model: no per-piece term
+  m.per_piece = 3.25e-8;
+  REQUIRE(basp_comm_set_cost_model(w.comm, &m) == BASP_SUCCESS);
+  basp_cost_model_t back = BASP_COST_MODEL_INITIALIZER;
+  back.per_piece = -9.0;  // poison
+  REQUIRE(basp_comm_get_cost_model(w.comm, &back) == BASP_SUCCESS);
+  CHECK(back.per_piece == 3.25e-8);
+  CHECK(back.a0 == m.a0);
+
+  const size_t before = offsetof(basp_cost_model_v1, per_piece);
+  REQUIRE(before == 72);
+  // get into the older struct: its fields, nothing past them (the poison stays).
+  const basp_cost_model_t fresh = BASP_COST_MODEL_INITIALIZER;
+  basp_cost_model_t old = older_caller(fresh, before);
+  const basp_cost_model_t poisoned = old;
+  REQUIRE(basp_comm_get_cost_model(w.comm, &old) == BASP_SUCCESS);
+  CHECK(old.a0 == m.a0);
+  CHECK(old.beta_node == m.beta_node);
+  CHECK(std::memcmp(&old.per_piece, &poisoned.per_piece, sizeof old.per_piece) == 0);
+  // set from the older struct (garbage past it): per_piece becomes 0, the rest as given.
+  old.a1 = 4.5e-6;
+  REQUIRE(basp_comm_set_cost_model(w.comm, &old) == BASP_SUCCESS);
+  REQUIRE(basp_comm_get_cost_model(w.comm, &back) == BASP_SUCCESS);
+  CHECK(back.per_piece == 0.0);
+  CHECK(back.a1 == 4.5e-6);
+  basp_cost_model_t shorter = old;
+  shorter.size = before - 8;
+  CHECK(basp_comm_set_cost_model(w.comm, &shorter) == BASP_ERROR_BAD_STRUCT);
+  CHECK_THAT(last(), Catch::Contains("model->size (64)"));
+  CHECK(basp_comm_get_cost_model(w.comm, &shorter) == BASP_ERROR_BAD_STRUCT);
+
+  // A bad per_piece is refused naming it, the model unchanged.
+  back.per_piece = -1e-9;
+  CHECK(basp_comm_set_cost_model(w.comm, &back) == BASP_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last(), Catch::Contains("model->per_piece (-1e-09)"));
+  back.per_piece = std::numeric_limits<double>::quiet_NaN();
+  CHECK(basp_comm_set_cost_model(w.comm, &back) == BASP_ERROR_INVALID_ARGUMENT);
+  REQUIRE(basp_comm_get_cost_model(w.comm, &back) == BASP_SUCCESS);
+  CHECK(back.per_piece == 0.0);
 }
 
 TEST_CASE("basp_split follows tensor_split", "[capi]") {
