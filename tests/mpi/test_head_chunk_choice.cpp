@@ -4,7 +4,8 @@
 // chunks, and the choice is 1 without attention, 1 when attention dwarfs the exchange, and more than 1 with a 5% gain
 // in between; every rank gets the same bytes; a collective call with different attention per rank gives every rank
 // the answer for the maximum (plain and batch plans); each bad argument fails with its status and a message naming
-// the value. Compiles the library's internals in (plan/) to compute the expected answer.
+// the value; a model whose per-piece term outweighs the overlap makes it 1 where the plain model chunks. Compiles the
+// library's internals in (plan/) to compute the expected answer.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -83,6 +84,7 @@ basp::plan::HeadChunkChoice expected(const basp_plan_desc_t& desc, basp_comm_t c
   model.a1 = m.a1;
   model.beta_node = m.beta_node;
   model.beta_network = m.beta_network;
+  model.per_piece = m.per_piece;
   const basp::plan::GroupTraffic unit{static_cast<double>(k - 1), 0.0};
   return basp::plan::choose_head_chunks(x, x, desc.seq_len, model, unit, attention);
 }
@@ -173,6 +175,48 @@ TEST_CASE("the choice is the model's on the plan's inputs, the same on every ran
   basp_head_chunk_choice_t none = BASP_HEAD_CHUNK_CHOICE_INITIALIZER;
   CHECK(basp_choose_head_chunks(c.plan, nullptr, -1, 0.0, 0, &none, nullptr, 0) == BASP_SUCCESS);
   CHECK(none.max_head_chunks == kHeads / k);
+}
+
+// The comm's model with a per-piece term (cost_model.h) large enough that no C beats C = 1 where the plain model
+// picks C > 1: each of C chunks pays per_piece * P * (C - 1) / C more, P = the (S/K) * (K - 1) rows a rank copies
+// to its peers. With per_piece = 2 E / P (E the whole exchange) every chunk exchange costs at least E; T(C) holds
+// all 2C of them, so T(C) >= 2 C E >= 4 E = T(1) for attention 2 E. C = 2 by hand: S = G = alpha + beta * bytes / 2
+// + E, above the attention per chunk (E): T(2) = 4 S.
+TEST_CASE("a per-piece term makes C = 1 the choice where the plain model chunks", "[head_chunk_choice]") {
+  const basp_plan_desc_t desc = query_desc();
+  PlainComm c(desc);
+  const int32_t k = world_size();
+  basp_cost_model_t m = BASP_COST_MODEL_INITIALIZER;
+  REQUIRE(basp_comm_get_cost_model(c.comm, &m) == BASP_SUCCESS);
+  REQUIRE(m.per_piece == 0.0);
+  const double bytes = static_cast<double>((kSeq / k) * (kHeads / k) * kHeadDim * 2) * (k - 1);
+  const double alpha = m.a0 + m.a1 * (k - 1);
+  const double exchange = alpha + m.beta_node * bytes;
+  const double pieces = static_cast<double>(kSeq / k) * (k - 1);
+  const Answer plain = choose(c.plan, nullptr, -1, 2.0 * exchange, 0);
+  REQUIRE(plain.status == BASP_SUCCESS);
+  if (!one_node()) {
+    WARN("ranks on several nodes: the one-node arithmetic is left out");
+    return;
+  }
+  REQUIRE(plain.choice.num_chunks > 1);
+  m.per_piece = 2.0 * exchange / pieces;
+  REQUIRE(basp_comm_set_cost_model(c.comm, &m) == BASP_SUCCESS);
+  const Answer a = choose(c.plan, nullptr, -1, 2.0 * exchange, 0);
+  INFO(a.message);
+  REQUIRE(a.status == BASP_SUCCESS);
+  CHECK(a.choice.num_chunks == 1);
+  CHECK(a.predicted[0] == plain.predicted[0]);  // C = 1 pays nothing more, bit for bit
+  CHECK(a.predicted[0] == Approx(4.0 * exchange).epsilon(1e-12));
+  const double chunk = alpha + m.beta_node * bytes / 2 + m.per_piece * pieces / 2;
+  CHECK(chunk == Approx(alpha + m.beta_node * bytes / 2 + exchange).epsilon(1e-12));
+  CHECK(a.predicted[1] == Approx(4.0 * chunk).epsilon(1e-12));
+  for (size_t i = 1; i < a.predicted.size(); ++i) {
+    INFO("C = " << i + 1);
+    CHECK(a.predicted[i] >= 2.0 * static_cast<double>(i + 1) * exchange * (1 - 1e-12));
+  }
+  check_matches(a, expected(desc, c.comm, k, world_rank(), 1, 2.0 * exchange));
+  require_same_everywhere(a);
 }
 
 TEST_CASE("collective: every rank gets the answer for the largest attention", "[head_chunk_choice]") {
