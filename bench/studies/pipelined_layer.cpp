@@ -213,10 +213,22 @@ int run(const Options& opt) {
         static_cast<long long>(opt.hq), static_cast<long long>(opt.hkv), static_cast<long long>(opt.dim),
         opt.backward ? "forward + backward" : "forward", basp::bench::path_name(qkv.info.plan_path), most,
         exchange * 1e3);
+  }
+  basp_cost_model_t model = BASP_COST_MODEL_INITIALIZER;
+  CHECK(basp_comm_get_cost_model(comm, &model));
+  if (rank == 0) {
+    std::printf("# model: a0 %.3g s, a1 %.3g s, beta_node %.3g s/B, beta_network %.3g s/B, per_piece %.3g s\n",
+                model.a0, model.a1, model.beta_node, model.beta_network, model.per_piece);
     std::printf("%8s %6s %12s %10s %8s %12s\n", "ratio", "C", "T_ms", "T1/TC", "hidden", "predicted_ms");
   }
   std::FILE* json = rank == 0 && !opt.json.empty() ? std::fopen(opt.json.c_str(), "w") : nullptr;
-  if (json) std::fprintf(json, "{\"exchange_s\": %.9g, \"group_size\": %d, \"rows\": [", exchange, qkv.info.group_size);
+  if (json) {
+    std::fprintf(json,
+                 "{\"exchange_s\": %.9g, \"group_size\": %d, \"model\": {\"a0\": %.9g, \"a1\": %.9g, "
+                 "\"beta_node\": %.9g, \"beta_network\": %.9g, \"per_piece\": %.9g}, \"rows\": [",
+                 exchange, qkv.info.group_size, model.a0, model.a1, model.beta_node, model.beta_network,
+                 model.per_piece);
+  }
   bool first = true;
   for (const double ratio : opt.ratios) {
     // The layer's attention / exchange is `ratio`: forward A, backward 2 A.

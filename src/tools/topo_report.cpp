@@ -181,6 +181,9 @@ std::string cost_model_report(const plan::CostModel& m, int32_t max_k) {
   out << line;
   std::snprintf(line, sizeof line, "  attention %.3g s * sum(L^2) + %.3g s * sum(L)\n", m.c2, m.c1);
   out << line;
+  std::snprintf(line, sizeof line, "  head chunks: %.3g s per extra row piece (C chunks: pieces * (C - 1))\n",
+                m.per_piece);
+  out << line;
   out << "  one exchange, predicted (us):\n";
   std::snprintf(line, sizeof line, "  %5s  %11s %11s %11s   %11s %11s %11s\n", "K", "node 64K", "node 1M", "node 16M",
                 "net 64K", "net 1M", "net 16M");
