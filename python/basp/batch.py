@@ -274,7 +274,7 @@ class CostModel:
     exchange of a group of K ranks costs a0 + a1 * (K - 1) + beta_node * node_bytes + beta_network * network_bytes
     seconds; a group's attention (c2 * sum L^2 + c1 * sum L) times the share of the query heads its busiest rank
     holds; an exchange cut into C head chunks pays per_piece * pieces * (C - 1) more (pieces: the row pieces the
-    busiest rank copies to its peers, docs/overlap.md). `calibrated`: measured on the live comm (basp.Comm.calibrate,
+    busiest rank copies to its peers, 0 across a network link; docs/overlap.md). `calibrated`: measured on the live comm (basp.Comm.calibrate,
     or imported from a measured one)."""
 
     a0: float = 0.0

@@ -116,7 +116,7 @@ std::vector<CostSample> calibration_samples(const PlacementInput& machine, const
         s.network_bytes = traffic[g].network_bytes;
         s.seconds = slowest;
         s.chunks = chunked ? calibration_chunks(members, backend) : 1;
-        s.pieces = calibration_pieces(s.k, seq);
+        s.pieces = s.network_bytes > 0.0 ? 0.0 : calibration_pieces(s.k, seq);
         samples.push_back(s);
       }
       ++at;

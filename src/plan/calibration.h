@@ -46,7 +46,8 @@ std::vector<GroupTraffic> calibration_traffic(const UnitMap& m, const Membership
 int32_t calibration_chunks(const Membership& members, basp_backend_t backend);
 
 // The row pieces a position of a group of k ranks copies to its peers in one whole exchange of the calibration
-// tensor of `seq` tokens: the busiest position's rows, ceil(seq / k), times k - 1 (cost_model.h's pieces).
+// tensor of `seq` tokens: the busiest position's rows, ceil(seq / k), times k - 1 (cost_model.h's pieces of a group
+// that crosses no network link; a sample of one that does has pieces 0).
 double calibration_pieces(int32_t k, int64_t seq);
 
 // Per membership, the medians calibration measures: one whole exchange per size of `tokens`, then the largest size

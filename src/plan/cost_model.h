@@ -16,7 +16,10 @@
 // The model charges that as
 //     per_piece * pieces * (C - 1)
 // over the C chunks (per_piece * pieces * (C - 1) / C on each), pieces being the row pieces the slowest rank of the
-// whole exchange copies to its peers (its rows times K - 1). The whole exchange's own pieces are inside the bytes'
+// whole exchange copies to its peers (its rows times K - 1) where the exchange crosses no network link, and 0 where
+// it does: there the link bounds the exchange and the copies run beside its transfers (measured on the same VM: the
+// same chunks gain 1.15-1.42x across its emulated link), so one coefficient, fitted on host copies, would price
+// chunks the link hides. The whole exchange's own pieces are inside the bytes'
 // coefficients, fitted on whole exchanges, so C = 1 costs exactly what it did without the term: a model with
 // per_piece = 0 (every model before it, an imported text without it) predicts every exchange as before. Linear in
 // the extra pieces: the simplest form with one coefficient, fitted from whole and 2-chunk exchanges of the same

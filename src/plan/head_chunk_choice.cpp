@@ -21,8 +21,11 @@ std::vector<double> exchange_chunks(const ExchangePlan& plan, int64_t tokens, in
   std::vector<double> out;
   for (int32_t c = 0; c < count; ++c) {
     const auto per_peer = static_cast<double>(chunk_per_peer(plan, tokens, {c, count}, direction));
+    // Pieces to the peers of its unit (unit.node_bytes of them per per-peer piece), none across a link.
     const double pieces =
-        static_cast<double>(chunk_pieces_per_peer(plan, tokens, {c, count}, direction)) * (plan.group_size - 1);
+        unit.network_bytes > 0.0
+            ? 0.0
+            : static_cast<double>(chunk_pieces_per_peer(plan, tokens, {c, count}, direction)) * unit.node_bytes;
     out.push_back(model.exchange_seconds(plan.group_size, per_peer * unit.node_bytes, per_peer * unit.network_bytes) +
                   model.chunk_piece_seconds(pieces, count));
   }

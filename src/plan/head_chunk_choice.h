@@ -11,8 +11,9 @@
 //             unit.node_bytes, P_c * unit.network_bytes) with P_c = chunk_per_peer(plan, tokens, {c, C}, direction).
 //             A group's node and network bytes are linear in its per-peer bytes (traffic.h), so `unit` is the
 //             traffic of one per-peer byte: estimate_traffic(m, K, 1), or membership_traffic with per_peer 1;
-//             plus chunk_piece_seconds((K - 1) * chunk_pieces_per_peer(plan, tokens, {c, C}, direction), C), the
-//             cost of chunk c's shorter row pieces (cost_model.h; 0 for C = 1 or a model with per_piece 0).
+//             plus chunk_piece_seconds(unit.node_bytes * chunk_pieces_per_peer(plan, tokens, {c, C}, direction),
+//             C), the cost of chunk c's shorter row pieces (cost_model.h; 0 for C = 1, for a model with per_piece
+//             0, and for a group whose traffic crosses a network link, unit.network_bytes > 0).
 //   A_c       attention_seconds * split_count(q, C, c) / q: the caller's attention seconds for the whole layer on
 //             one rank, times the busiest position's share of it in chunk c (q = max_head_chunks, its query heads).
 //

@@ -146,8 +146,8 @@ TEST_CASE("calibration and the planner agree on a multi-node NVLink domain", "[c
   }
   // Per node at 4 tokens per rank (16 in all): each rank sends 4 tokens of 16 heads of 256 bytes to each peer, to
   // one peer in its domain and to two outside it; each node's link carries 4 ranks x 2 peers.
-  // The chunked measurement (each rank's second median) moves the same bytes as 2 chunks; every sample's pieces are
-  // each rank's 4 rows times its 3 peers.
+  // The chunked measurement (each rank's second median) moves the same bytes as 2 chunks; these groups cross the
+  // network (two domains), so no sample has pieces (cost_model.h: the link bounds them).
   const std::vector<std::vector<std::vector<int32_t>>> one{per_node};
   std::vector<double> medians(16, 1e-3);
   for (size_t r = 0; r < 8; ++r) medians[2 * r + 1] = 5e-3 + 1e-4 * static_cast<double>(r);  // slowest: 3 and 7
@@ -159,7 +159,7 @@ TEST_CASE("calibration and the planner agree on a multi-node NVLink domain", "[c
     INFO("sample " << i);
     CHECK(samples[i].node_bytes == samples[i % 2].node_bytes);
     CHECK(samples[i].network_bytes == samples[i % 2].network_bytes);
-    CHECK(samples[i].pieces == 4.0 * 3);
+    CHECK(samples[i].pieces == 0.0);
     CHECK(samples[i].chunks == (i < 2 ? 1 : 2));
     CHECK(samples[i].seconds == (i < 2 ? 1e-3 : 5e-3 + 1e-4 * (i == 2 ? 3 : 7)));
   }
@@ -176,4 +176,21 @@ TEST_CASE("calibration and the planner agree on a multi-node NVLink domain", "[c
   CHECK(basp::plan::calibration_chunks({std::vector<int32_t>(all64.begin(), all64.begin() + 32)}, BASP_BACKEND_MPI) ==
         2);
   CHECK(basp::plan::calibration_pieces(3, 10) == 4.0 * 2);  // ceil(10 / 3) rows to each of 2 peers
+  // A group inside one node (2 nodes x 4 ranks, no domains): each rank's 4 rows times its 3 peers, whole and chunked;
+  // the pairs across the nodes none.
+  const auto nodes = two_nodes();
+  const std::vector<std::vector<std::vector<int32_t>>> inside{{{0, 1, 2, 3}, {4, 5, 6, 7}}};
+  const auto local = basp::plan::calibration_samples(nodes, inside, {4}, BASP_BACKEND_MPI, 2, medians);
+  REQUIRE(local.size() == 4);
+  for (const auto& x : local) {
+    CHECK(x.network_bytes == 0.0);
+    CHECK(x.pieces == 4.0 * 3);
+  }
+  const std::vector<std::vector<std::vector<int32_t>>> across{{{0, 4}, {1, 5}, {2, 6}, {3, 7}}};
+  const auto pairs = basp::plan::calibration_samples(nodes, across, {4}, BASP_BACKEND_MPI, 2, medians);
+  REQUIRE(pairs.size() == 8);
+  for (const auto& x : pairs) {
+    CHECK(x.network_bytes > 0.0);
+    CHECK(x.pieces == 0.0);
+  }
 }

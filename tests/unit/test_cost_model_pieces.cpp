@@ -130,6 +130,11 @@ TEST_CASE("per-piece term: the head chunk choice adds it per chunk, and only it"
   const basp::plan::HeadChunkChoice c = basp::plan::choose_head_chunks(x, x, 1024, pieces, unit, attention);
   CHECK(c.predicted[1] == Approx(4 * 242.336e-6).epsilon(1e-9));
   CHECK(c.count == 1);
+  // A group whose traffic crosses a network link pays no piece term: the plain model's numbers, bit for bit.
+  const basp::plan::GroupTraffic across{1.0, 0.5};
+  const basp::plan::HeadChunkChoice linked = basp::plan::choose_head_chunks(x, x, 1024, pieces, across, attention);
+  CHECK(linked.predicted == basp::plan::choose_head_chunks(x, x, 1024, plain, across, attention).predicted);
+  CHECK(linked.count > 1);
 }
 
 TEST_CASE("per-piece fit: whole samples fit exactly as before, chunked ones give per_piece", "[cost_model]") {
