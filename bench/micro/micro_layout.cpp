@@ -4,13 +4,15 @@
 // Benchmark's default): on a shared machine wall time also counts the time other processes held the core.
 //
 // Shapes: a 64 MiB per-rank tensor (Hq = 32, D = 128, bf16: 8 KiB per token) over K = 2 and 8, both layouts,
-// plus a small-row case (Hkv = 8, D = 64: 1 KiB per token, 128-byte rows at K = 8).
+// plus a small-row case (Hkv = 8, D = 64: 1 KiB per token, 128-byte rows at K = 8); and the scatter's copies of the
+// 64 MiB tensor at K = 4 cut into 1, 2, 4 and 8 head chunks.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layout/host_copy.h"
 
@@ -89,6 +91,39 @@ void BM_copy_seq_to_head(benchmark::State& state) {
   });
 }
 
+// A whole scatter's host copies (scatter_rows: every position's rows into its packed chunk, streaming stores as the
+// staged path uses them for tensors of 4 MiB and more) cut into C head chunks, all C per iteration: the same bytes
+// as C = 1, in C times shorter pieces (docs/overlap.md, "Choosing C"). args: C, K, streaming (1: non-temporal
+// stores); Hq = 32, D = 128, bf16, BSHD.
+void BM_scatter_rows_chunks(benchmark::State& state) {
+  basp::layout::Geometry g;
+  g.layout = BASP_LAYOUT_BSHD;
+  g.k = state.range(1);
+  g.heads = g.split_heads = 32;
+  g.head_dim = 128;
+  g.elem = 2;
+  g.b_loc = 2;
+  g.seq_len = kTensorBytes / (g.b_loc * g.heads * g.head_dim * g.elem) * g.k;
+  const auto count = static_cast<int32_t>(state.range(0));
+  const int64_t bytes = g.seq_tensor_bytes(0);
+  Bytes seq = make_buffer(bytes);
+  Bytes wire = make_buffer(bytes);
+  std::vector<RowPlace> places;
+  for (int64_t j = 0; j < g.k; ++j) places.push_back(RowPlace{wire.get() + j * g.chunk_bytes(0, j), false});
+  for (auto _ : state) {
+    for (int32_t c = 0; c < count; ++c) {
+      basp::layout::Geometry chunk = g;
+      chunk.chunk_index = c;
+      chunk.chunk_count = count;
+      basp::layout::scatter_rows(chunk, seq.get(), places.data(), state.range(2) != 0);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetLabel("K=" + std::to_string(g.k) + " C=" + std::to_string(count) +
+                 " piece=" + std::to_string(g.head_row_bytes(0) / count) + "B");
+}
+
 // The reference: one memcpy of the same bytes (this machine's copy bandwidth at that size).
 void BM_memcpy(benchmark::State& state) {
   const int64_t bytes = state.range(0);
@@ -117,5 +152,9 @@ BENCHMARK(BM_pack_seq_rows)->Apply(layout_args);
 BENCHMARK(BM_unpack_seq_rows)->Apply(layout_args);
 BENCHMARK(BM_copy_seq_to_head)->Apply(layout_args);
 BENCHMARK(BM_copy_head_to_seq)->Apply(layout_args);
+BENCHMARK(BM_scatter_rows_chunks)
+    ->ArgNames({"C", "K", "streaming"})
+    ->ArgsProduct({{1, 2, 4, 8}, {4}, {1, 0}})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
