@@ -54,6 +54,22 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, int64_t n, bool str
   }
 }
 
+// A head chunk's pieces shorter than this take ordinary stores even where the caller asks for streaming ones: on
+// the CI VM (basp_micro_layout BM_scatter_rows_chunks, 64 MiB, K = 4) non-temporal stores of 512- and 256-byte
+// pieces took 1.3-1.6x the CPU time of ordinary ones, while 1 KiB pieces and whole rows still gained from them.
+constexpr int64_t kMinStreamingPiece = 1024;
+
+// `streaming` for the copies of g: a whole exchange as asked; a head chunk only when every piece it moves is at
+// least kMinStreamingPiece bytes (positions moving nothing aside).
+bool streams(const Geometry& g, bool streaming) {
+  if (!streaming || g.whole()) return streaming;
+  for (int64_t j = 0; j < g.k; ++j) {
+    const int64_t rb = g.moved_row_bytes(j);
+    if (rb > 0 && rb < kMinStreamingPiece) return false;
+  }
+  return true;
+}
+
 // Copies rows [0, rows) from src(r) to dst(r), `rb` bytes each, one memcpy per run of rows contiguous on both sides.
 template <typename Dst, typename Src>
 void copy_runs(int64_t rows, int64_t rb, Dst dst, Src src) {
@@ -156,7 +172,8 @@ void place_to_seq(const Geometry& g, RowPlace place, std::byte* seq, int64_t j) 
       [&](int64_t r) { return static_cast<const std::byte*>(p.row(g, r)); });
 }
 
-void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming) {
+void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming_asked) {
+  const bool streaming = streams(g, streaming_asked);
   const int64_t rows = g.seq_rows(g.me);
   const int64_t block = stream_block(g);
   const int64_t db = g.dim_bytes();
@@ -288,7 +305,8 @@ void sum_chunk_heads(const Geometry& g, const RowPlace* places, std::byte* seq, 
 
 }  // namespace
 
-void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming) {
+void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming_asked) {
+  const bool streaming = streams(g, streaming_asked);
   const int64_t rows = g.seq_rows(g.me);
   const int64_t db = g.dim_bytes();
   with_peers(g, places, [&](auto peer) {
@@ -346,7 +364,8 @@ namespace {
 // A head chunk's rows of sequence position s in the head-sharded tensor `head` of `me` <-> the packed chunk:
 // moved_row_bytes(me) of each row, one copy per row (the rows are not contiguous in the tensor).
 template <bool kToWire>
-void copy_chunk_rows(const Geometry& g, std::byte* head, std::byte* wire, int64_t s, bool streaming) {
+void copy_chunk_rows(const Geometry& g, std::byte* head, std::byte* wire, int64_t s, bool streaming_asked) {
+  const bool streaming = streams(g, streaming_asked);
   const int64_t stride = g.head_row_bytes(g.me);
   const int64_t rb = g.moved_row_bytes(g.me);
   if (rb == 0) return;

@@ -38,7 +38,8 @@ void place_to_seq(const Geometry& g, RowPlace place, std::byte* seq, int64_t j);
 // where their chunks left them (a packed place: the piece of the chunk a holder sent it in, at seq_rows *
 // moved_skip_bytes from the whole exchange's piece; a tensor: the holder's head-sharded tensor). `streaming`:
 // non-temporal stores for rows whose destination and size are 16-byte aligned (x86-64 only); for copies much larger
-// than the cache. Ends with a store fence, so the rows are visible before the caller signals peers.
+// than the cache; a head chunk with pieces under 1 KiB takes ordinary stores (faster there). Ends with a store
+// fence, so the rows are visible before the caller signals peers.
 void scatter_rows(const Geometry& g, const std::byte* seq, const RowPlace* places, bool streaming);
 void gather_rows(const Geometry& g, const RowPlace* places, std::byte* seq, int32_t dtype, bool streaming);
 
