@@ -682,7 +682,8 @@ BASP_API basp_status_t basp_comm_plan_batch(basp_comm_t comm, const basp_batch_p
  * its head_dim D). An exchange cut into C head chunks (docs/overlap.md) pays per_piece * pieces * (C - 1) more over
  * its chunks, pieces being the row pieces the busiest rank copies to its peers in the whole exchange (its rows
  * times K - 1) when the group crosses no network link (0 when it does: the link bounds it): each row's heads move
- * as C shorter pieces, which cost more per byte where the exchange is host copies. A comm starts with rough defaults, zero attention coefficients and per_piece 0. */
+ * as C shorter pieces, which cost more per byte where the exchange is host copies. A comm starts with rough
+ * defaults, zero attention coefficients and per_piece 0. */
 #define BASP_COST_MODEL_MAGIC 0x42434d44u /* "BCMD" */
 #define BASP_COST_MODEL_VERSION 1u
 
