@@ -123,9 +123,10 @@ int run(const Options& o) {
     std::printf("%-18s %10s %10s %10s %8s\n", "variant", "E_ms", "W_ms", "T_ms", "hidden");
   }
   std::FILE* json = rank == 0 && !o.json.empty() ? std::fopen(o.json.c_str(), "w") : nullptr;
-  if (json)
-    std::fprintf(json, "{\"ranks\": %d, \"bytes_per_rank\": %lld, \"ratio\": %g, \"rows\": [", size,
-                 static_cast<long long>(bytes), o.ratio);
+  if (json) {
+    std::fprintf(json, "{\"ranks\": %d, \"bytes_per_rank\": %lld, \"path\": \"%s\", \"ratio\": %g, \"rows\": [", size,
+                 static_cast<long long>(bytes), basp::bench::path_name(info.plan_path), o.ratio);
+  }
   for (size_t i = 0; i < variants.size(); ++i) {
     const double e = timed(variants[i].second, o, 0.0);
     const double w = o.ratio * e;
