@@ -20,7 +20,6 @@
 //                                          [--ratios 0.25,0.5,1,2,4] [--chunks 1,2,4,8] [--runs 10] [--warmup 2]
 //                                          [--backward] [--auto] [--calibrate] [--json FILE]
 #include <mpi.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -71,17 +70,6 @@ std::vector<double> parse_list(const std::string& text, const char* option) {
     at = comma + 1;
   }
   return out;
-}
-
-void sleep_for(double seconds) {
-  if (seconds <= 0) return;
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  const double ns = static_cast<double>(t.tv_nsec) + seconds * 1e9;
-  t.tv_sec += static_cast<time_t>(ns / 1e9);
-  t.tv_nsec = static_cast<long>(std::fmod(ns, 1e9));
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) != 0) {
-  }
 }
 
 // One plan's tensors on this rank: sequence-sharded and head-sharded buffers (bf16 bytes, contents irrelevant).
@@ -138,7 +126,7 @@ double pass(Side& in, Side& out, double attention, int32_t count) {
     if (c + 1 < count) {
       CHECK(basp_scatter_start(in.plan, c + 1, count, -1, in.seq_in.data(), in.head_out.data(), nullptr));
     }
-    sleep_for(attention * share(in.info, c, count));
+    basp::bench::sleep_seconds(attention * share(in.info, c, count));
     CHECK(basp_gather_start(out.plan, c, count, -1, out.head_in.data(), out.seq_out.data(), nullptr));
     if (c > 0) CHECK(basp_gather_wait(out.plan, c - 1));
   }
