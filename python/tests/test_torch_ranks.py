@@ -21,6 +21,8 @@ the tests (the harness's barrier). Without torchrun the script runs as one rank.
 - basp.torch.DistributedAttention given the ProcessGroup (its comm made by the layer), and BaspAttention with
   K > 1 (Ulysses, and G = gcd(N, B)), forward and backward on CUDA, against float64 attention computed by one
   process on the whole batch (each rank compares its own shard);
+- BaspAttention and DistributedAttention with chunks = 2 and 3: the NCCL backend's stream-ordered head chunks,
+  forward and backward, against the float64 reference and the chunks=1 layer;
 - the custom operators basp.torch.head_scatter / head_gather on CUDA: each rank's heads, and the backward of each
   being the other (PyTorch >= 2.4; a plain autograd.Function before);
 - torch.compile(backend="aot_eager", fullgraph=True) of BaspAttention on CUDA against eager (PyTorch >= 2.4).
@@ -329,6 +331,35 @@ def test_distributed_attention_with_a_process_group():
         compare_shards(layer.comm, s, got, reference, "DistributedAttention S=%d" % s)
     layer.close()
     check.true(layer.comm.closed, "the layer closed the comm it made")
+
+
+def test_pipelined_attention_on_cuda():
+    """BaspAttention and DistributedAttention with chunks = 2 and 3 (capped at the plans' maximum): the NCCL
+    backend's stream-ordered head chunks (the forward's scatter and gather, the backward's dO scatter and dQ, dK,
+    dV gathers by chunk) against the float64 reference and against chunks=1 on the same data (not bit for bit:
+    SDPA's backward on CUDA adds in no fixed order)."""
+    hq, hkv = 3 * N, N  # 3 query heads per rank at K = N: chunks of 1 and 2 heads, a K/V head read by 3
+    with bt.comm_from_process_group(micro_batch=B, num_groups=1, timeout_ms=120000) as comm:
+        s = 4 * comm.group_size + 1
+        inputs, reference = problem(s, hq, hkv, seed=400)
+        one = bt.BaspAttention(comm, hq, D, num_kv_heads=hkv, causal=True)
+        base = run_layer(one, comm, inputs, s, seq_len=s)
+        one.close()
+        for chunks in (2, 3):
+            layer = bt.BaspAttention(comm, hq, D, num_kv_heads=hkv, causal=True, chunks=chunks)
+            got = run_layer(layer, comm, inputs, s, seq_len=s)
+            what = "BaspAttention chunks=%d (%s)" % (chunks, comm.created_by)
+            compare_shards(comm, s, got, reference, what)
+            for name, a, e in zip(("out", "dq", "dk", "dv"), got, base):
+                scale = e.abs().max().item() or 1.0
+                check.true((a - e).abs().max().item() <= 1e-5 * scale, "%s: %s equals chunks=1 (max diff %.3g)"
+                           % (what, name, (a - e).abs().max().item()))
+            layer.close()
+    layer = bt.DistributedAttention(local_attention, WORLD_PG, micro_batch=B, num_groups=1, chunks=2)
+    inputs, reference = problem(s, hq, hkv, seed=401)
+    got = run_layer(lambda q, k, v: layer(q, k, v, 0, None, causal=True, seq_len=s), layer.comm, inputs, s)
+    compare_shards(layer.comm, s, got, reference, "DistributedAttention chunks=2")
+    layer.close()
 
 
 # ---- the custom operators and torch.compile ------------------------------------------------------------------
