@@ -22,8 +22,8 @@ the later chunks write other heads only. A gather start copies its chunk's atten
 the round's head-sharded buffers first, at the chunk's heads (K/V gradients: index_add_ in ascending query head
 order, into zeros), and the wait of the last chunk returns the gathered tensors. The operators have no autograd
 formula: the pipelined layer's backward calls them itself (_torch_pipeline_compiled). A round still in the table
-when the next round of its plan and direction opens (left by a graph that raised part way) is waited for and
-dropped then.
+when the next round of its plan and direction opens (left by a graph that raised part way) is ended then: its
+chunks not yet started are started on its own buffers, all are waited for, and it is dropped.
 """
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ class _Round:
         self.plan, self.direction, self.num_chunks, self.tokens = plan, direction, num_chunks, tokens
         self.head_side, self.seq_side = head_side, seq_side
         self.works: Dict[int, Any] = {}
+        self.started = 0  # chunks 0 .. started - 1 were started (in order)
         self.waited = 0
 
 
@@ -79,12 +80,21 @@ def open_rounds() -> int:
 
 def _drop_stale(plan: Any, direction: str) -> None:
     """Ends the rounds of `plan` and `direction` still in the table when a new one opens: left by a graph that
-    raised between their first start and last wait (a pipeline never runs two of them at once). Their chunks are
-    waited for, their errors dropped, so that the library takes the new round's starts."""
+    raised between their first start and last wait (a pipeline never runs two of them at once). The library keeps a
+    round open until all its chunks are started, so the chunks not started yet are started here, in order, on the
+    round's own buffers (every rank abandons the same round the same way); then all are waited for, their errors
+    dropped, so that the library takes the new round's starts."""
     with _lock:
         stale = [rid for rid, r in _rounds.items() if r.plan is plan and r.direction == direction]
         rounds = [_rounds.pop(rid) for rid in stale]
     for state in rounds:
+        ins, outs = ((state.seq_side, state.head_side) if direction == SCATTER else (state.head_side, state.seq_side))
+        start = state.plan.scatter_start if direction == SCATTER else state.plan.gather_start
+        for c in range(state.started, state.num_chunks):
+            try:
+                state.works[c] = start(ins, outs, c, state.num_chunks, num_tokens=state.tokens)
+            except Error:
+                break  # the library refused it: nothing more of this round can start
         for work in state.works.values():
             try:
                 work.wait()
@@ -173,6 +183,7 @@ def _scatter_start(plan: int, inputs: List[torch.Tensor], handle: Optional[torch
     with _closing_on_error(rid, handle):
         state.works[chunk] = state.plan.scatter_start(ins, state.head_side, chunk, num_chunks,
                                                       num_tokens=state.tokens)
+        state.started = chunk + 1
     return _handle(rid)
 
 
@@ -197,6 +208,7 @@ def _gather_start(plan: int, pieces: List[torch.Tensor], handle: Optional[torch.
                 view.index_add_(axis, kv[a:b], piece)
         state.works[chunk] = state.plan.gather_start(state.head_side, state.seq_side, chunk, num_chunks,
                                                      num_tokens=state.tokens)
+        state.started = chunk + 1
     return _handle(rid)
 
 

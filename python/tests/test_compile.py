@@ -431,6 +431,13 @@ def test_pipelined_inductor():
                exact=False)
     expect_error(lambda: torch.ops.basp.scatter_chunk_wait(plans.qkv_id, handle, ins, 0, -1),
                  basp.Status.ERROR_INVALID_ARGUMENT, "names no round in flight")
+    # A round left with only its first chunk of 3 started, which the library keeps open until all are started: the
+    # next round of its plan starts the rest, waits for them, and the layer runs as before.
+    handle = torch.ops.basp.scatter_chunk_start(plans.qkv_id, ins, None, 0, 3, -1, None)
+    check.equal(open_rounds(), 1, "a round left with 1 of its 3 chunks started")
+    check_same("inductor BSHD after a round left part started", want, layer_grads(compiled, tensors, seq_len=16),
+               exact=False)
+    check.equal(open_rounds(), 0, "the part-started round ended")
     # A first start the library refuses leaves no round behind.
     too_many = plans.max_head_chunks + 1
     expect_error(lambda: torch.ops.basp.scatter_chunk_start(plans.qkv_id, ins, None, 0, too_many, -1, None),
