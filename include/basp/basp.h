@@ -700,7 +700,7 @@ typedef struct basp_cost_model_v1 {
   int32_t calibrated;  /* 1 after basp_comm_calibrate (or an import of a calibrated model) */
   int32_t reserved0;
   /* Appended in 0.6 after reserved0: a caller built against the layout above passes its size (72 bytes on LP64);
-   * get writes it that many bytes, set reads per_piece as 0 (a model without the term: chunks priced as before). */
+   * get writes it that many bytes, set leaves the comm's per_piece as it is (the caller does not know it). */
   double per_piece; /* seconds per extra row piece of an exchange cut into head chunks (above) */
 } basp_cost_model_v1;
 typedef basp_cost_model_v1 basp_cost_model_t;

@@ -203,7 +203,8 @@ basp_status_t basp_comm_set_cost_model(basp_comm_t comm, const basp_cost_model_t
     m.beta_network = in.beta_network;
     m.c2 = in.c2;
     m.c1 = in.c1;
-    m.per_piece = in.per_piece;
+    // A caller built before per_piece (a smaller struct) does not know it: the comm keeps its own, as calibrated.
+    if (model->size > kModelFirstSize) m.per_piece = in.per_piece;
     basp::plan::check_cost_model(m, "model->");
     BASP_CHECK_ARG(in.calibrated == 0 || in.calibrated == 1, "model->calibrated (", in.calibrated, ") must be 0 or 1");
     BASP_CHECK_ARG(in.reserved0 == 0, "model->reserved0 (", in.reserved0, ") must be 0");
