@@ -92,7 +92,10 @@ double calibration_pieces(int32_t k, int64_t seq) {
   return static_cast<double>(ceil_div(seq, static_cast<int64_t>(k))) * (k - 1);
 }
 
-size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens) { return tokens.size() + 1; }
+size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens, const Membership& members,
+                                          basp_backend_t backend) {
+  return tokens.size() + (calibration_chunks(members, backend) >= 2 ? 1 : 0);
+}
 
 std::vector<CostSample> calibration_samples(const PlacementInput& machine, const std::vector<Membership>& memberships,
                                             const std::vector<int64_t>& tokens, basp_backend_t backend, size_t per_rank,
@@ -102,7 +105,7 @@ std::vector<CostSample> calibration_samples(const PlacementInput& machine, const
   size_t at = 0;
   for (const Membership& members : memberships) {
     const int32_t kmax = largest_group(members);
-    for (size_t i = 0; i < calibration_medians_per_membership(tokens); ++i) {
+    for (size_t i = 0; i < calibration_medians_per_membership(tokens, members, backend); ++i) {
       const bool chunked = i == tokens.size();  // the last: the largest size in chunks
       const int64_t seq = (chunked ? tokens.back() : tokens[i]) * kmax;
       const std::vector<GroupTraffic> traffic = calibration_traffic(m, members, seq);

@@ -39,8 +39,8 @@ int32_t largest_group(const Membership& members);
 std::vector<GroupTraffic> calibration_traffic(const UnitMap& m, const Membership& members, int64_t seq);
 
 // The head chunks of calibration's chunked measurement of a membership: 2, or 1 (one more whole exchange) where the
-// busiest position holds one head (ceil(kCalibrationHeads / largest_group) == 1) or on NCCL (whose execute takes
-// no head chunks). Two chunks: the fewest that cut the rows' pieces, the
+// busiest position holds one head (ceil(kCalibrationHeads / largest_group) == 1) or on NCCL (whose batch plans,
+// which calibration measures, take no head chunks). Two chunks: the fewest that cut the rows' pieces, the
 // cheapest to measure, and the per_piece they fit prices more chunks at least as high as they cost on the one
 // machine measured (cost_model.h), so the choice errs towards fewer chunks.
 int32_t calibration_chunks(const Membership& members, basp_backend_t backend);
@@ -50,9 +50,11 @@ int32_t calibration_chunks(const Membership& members, basp_backend_t backend);
 // that crosses no network link; a sample of one that does has pieces 0).
 double calibration_pieces(int32_t k, int64_t seq);
 
-// Per membership, the medians calibration measures: one whole exchange per size of `tokens`, then the largest size
-// again as calibration_chunks(members) head chunks executed one after another (their summed time).
-size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens);
+// Per membership, the medians calibration measures: one whole exchange per size of `tokens`, then, where
+// calibration_chunks(members, backend) >= 2, the largest size again in that many head chunks executed one after
+// another (their summed time); where it is 1 there is no such measurement (it would only repeat the largest size).
+size_t calibration_medians_per_membership(const std::vector<int64_t>& tokens, const Membership& members,
+                                          basp_backend_t backend);
 
 // One sample per group of two ranks or more and measurement, memberships outer (then the sizes, then the chunked
 // one, as calibration_medians_per_membership counts them): its traffic at `tokens[s] * largest_group` tokens and

@@ -70,7 +70,8 @@ double median_execute(transport::BatchTransport& transport, void* stream, Plan& 
 }
 
 // This rank's medians per membership as plan::calibration_samples reads them: one per size, whole, then the
-// largest size in plan::calibration_chunks head chunks (its plan made once more: a plan per measurement, as before).
+// largest size in plan::calibration_chunks head chunks where those are 2 or more (its plan made once more: a plan per
+// measurement, as before).
 std::vector<double> measure_medians(const std::shared_ptr<Comm>& comm, transport::BatchTransport& transport,
                                     const std::vector<plan::Membership>& memberships, const std::vector<int64_t>& sizes,
                                     int32_t repeats, const detail::Deadline& deadline) {
@@ -78,7 +79,7 @@ std::vector<double> measure_medians(const std::shared_ptr<Comm>& comm, transport
   std::vector<double> mine;
   void* const stream = transport.stream();
   for (const auto& members : memberships) {
-    for (size_t i = 0; i < plan::calibration_medians_per_membership(sizes); ++i) {
+    for (size_t i = 0; i < plan::calibration_medians_per_membership(sizes, members, comm->backend()); ++i) {
       const bool chunked = i == sizes.size();
       auto plan = membership_plan(comm, members, chunked ? sizes.back() : sizes[i]);
       const int32_t chunks = chunked ? plan::calibration_chunks(members, comm->backend()) : 1;

@@ -163,16 +163,20 @@ TEST_CASE("calibration and the planner agree on a multi-node NVLink domain", "[c
     CHECK(samples[i].chunks == (i < 2 ? 1 : 2));
     CHECK(samples[i].seconds == (i < 2 ? 1e-3 : 5e-3 + 1e-4 * (i == 2 ? 3 : 7)));
   }
-  // On NCCL (no head chunks) the measurement is one more whole exchange; a group whose busiest rank holds one head
-  // (64 ranks) cannot be cut either.
-  const auto nccl = basp::plan::calibration_samples(machine, one, {4}, BASP_BACKEND_NCCL, 2, medians);
-  REQUIRE(nccl.size() == 4);
-  CHECK(nccl[3].chunks == 1);
+  // On NCCL (its batch plans take no head chunks) there is no chunked measurement: one median per rank and size, one
+  // sample per group; a group whose busiest rank holds one head (64 ranks) cannot be cut either.
+  const std::vector<double> whole_only(8, 1e-3);
+  const auto nccl = basp::plan::calibration_samples(machine, one, {4}, BASP_BACKEND_NCCL, 1, whole_only);
+  REQUIRE(nccl.size() == 2);
+  for (const auto& x : nccl) CHECK(x.chunks == 1);
+  CHECK(basp::plan::calibration_medians_per_membership({4}, per_node, BASP_BACKEND_NCCL) == 1);
+  CHECK(basp::plan::calibration_medians_per_membership({4, 64}, per_node, BASP_BACKEND_MPI) == 3);
   CHECK(basp::plan::calibration_chunks(per_node, BASP_BACKEND_MPI) == 2);
   CHECK(basp::plan::calibration_chunks(per_node, BASP_BACKEND_NCCL) == 1);
   std::vector<int32_t> all64(64);
   for (int32_t r = 0; r < 64; ++r) all64[static_cast<size_t>(r)] = r;
   CHECK(basp::plan::calibration_chunks({all64}, BASP_BACKEND_MPI) == 1);
+  CHECK(basp::plan::calibration_medians_per_membership({4, 64}, {all64}, BASP_BACKEND_MPI) == 2);
   CHECK(basp::plan::calibration_chunks({std::vector<int32_t>(all64.begin(), all64.begin() + 32)}, BASP_BACKEND_MPI) ==
         2);
   CHECK(basp::plan::calibration_pieces(3, 10) == 4.0 * 2);  // ceil(10 / 3) rows to each of 2 peers
