@@ -75,6 +75,7 @@ void ChunkStreams::wait(Direction direction, int32_t chunk) {
 }
 
 bool ChunkStreams::drain(const detail::Deadline& deadline) {
+  cudaError_t first = cudaSuccess;  // the first device error among the chunks: an exchange that failed has ended
   for (;;) {
     bool pending = false;
     for (Slot& s : slots_) {
@@ -84,10 +85,15 @@ bool ChunkStreams::drain(const detail::Deadline& deadline) {
         pending = true;
         continue;
       }
-      cudaGetLastError();  // an exchange that failed on the device has ended too
+      if (state != cudaSuccess) {
+        cudaGetLastError();
+        if (first == cudaSuccess) first = state;
+      }
+      s.started = false;  // ended: not queried again
     }
     if (!pending || deadline.expired()) {
       for (Slot& s : slots_) s.started = false;
+      if (!pending && first != cudaSuccess) detail::fail_cuda(first, "a head chunk's exchange on the device");
       return !pending;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -34,7 +34,8 @@ class ChunkStreams {
   void end(Direction direction, int32_t chunk, cudaStream_t caller);
   bool test(Direction direction, int32_t chunk);
   void wait(Direction direction, int32_t chunk);
-  // Polls the started chunks' events until they have all ended (true) or `deadline` (false); frees them.
+  // Polls the started chunks' events until they have all ended (true) or `deadline` (false); frees them. Throws the
+  // first device error a chunk ended with (once all have ended).
   bool drain(const detail::Deadline& deadline);
 
  private:
