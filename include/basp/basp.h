@@ -553,10 +553,13 @@ BASP_API basp_status_t basp_plan_set_documents(basp_plan_t plan, const int64_t* 
  *    and overlap only with the caller's compute. Batch plans: BASP_ERROR_UNSUPPORTED.
  * basp_*_test sets *done to 1 once the chunk is complete (its error, if any, is then returned by its wait), else
  * 0; basp_*_wait blocks until it is complete and returns its status (the chunk is then free to start again; on
- * NCCL it does not block, as above). basp_plan_destroy with chunks not waited for waits for them up to the comm's
- * timeout and returns the first error among them; past the timeout it returns BASP_ERROR_TIMEOUT (MPI: the plan's
- * memory is released once they end; NCCL: the communicator is aborted, which ends them, and the comm is broken).
- * Threads: as basp_scatter (one thread at a time per plan; start, test and wait of one plan from that thread). */
+ * NCCL it does not block, as above: test returns a device error its event reports, wait only orders the stream, and
+ * a chunk that has not ended within the timeout is reported as a one-call execute's is, by
+ * basp_comm_get_async_error and the comm's next execute). basp_plan_destroy with chunks not waited for waits for
+ * them up to the comm's timeout and returns the first error among them; past the timeout it returns BASP_ERROR_TIMEOUT
+ * (MPI: the plan's memory is released once they end; NCCL: the communicator is aborted, which ends them, and the comm
+ * is broken). Threads: as basp_scatter (one thread at a time per plan; start, test and wait of one plan from that
+ * thread). */
 BASP_API basp_status_t basp_scatter_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
                                           const void* const* inputs, void* const* outputs, void* stream);
 BASP_API basp_status_t basp_gather_start(basp_plan_t plan, int32_t chunk, int32_t num_chunks, int64_t num_tokens,
@@ -622,8 +625,8 @@ typedef basp_batch_v1 basp_batch_t;
  * tokens. Every rank's sequence-side tokens must fit the comm's batch_capacity. The plan is a basp_plan_t: query,
  * execute and destroy it as any other; it allocates only when it needs more workspace than the comm's pool holds.
  * While split-phase chunks of the comm's plans are queued or running, it is made behind them (it waits for them),
- * so that a growing pool never moves under an exchange. Threads: as basp_scatter (one batch plan of the comm
- * executes at a time). */
+ * so that a growing pool never moves under them. Threads: as basp_scatter (one batch plan of the comm executes at
+ * a time), and not beside a batch execute of the same comm on another thread (a growing pool moves). */
 BASP_API basp_status_t basp_batch_plan_create(basp_comm_t comm, const basp_plan_desc_t* desc, const basp_batch_t* batch,
                                               basp_plan_t* plan);
 
