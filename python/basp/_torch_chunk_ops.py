@@ -18,7 +18,10 @@ until the library has read them. None of them mutates an argument: the round's b
 first start. A scatter wait returns views of the whole head-sharded buffers (complete in the heads of the chunks
 waited for), so that attention on chunk c reads the same memory, at the same offsets and strides, as chunks=1 hands
 the attention function; the graph takes each wait's outputs for new tensors, which holds for what the layer reads:
-the later chunks write other heads only. A gather start copies its chunk's attention output (or gradients) into
+the later chunks write other heads only. But the compiler may also write a kernel's result in place into a
+buffer whose last reader that kernel is (inductor does), taking these views for buffers of their own, which would
+write into heads still in flight: so the pipeline passes every scatter wait's outputs to the last gather wait of
+its pass (`keep`, otherwise unused), which keeps each of them read until then and out of such reuse. A gather start copies its chunk's attention output (or gradients) into
 the round's head-sharded buffers first, at the chunk's heads (K/V gradients: index_add_ in ascending query head
 order, into zeros), and the wait of the last chunk returns the gathered tensors. The operators have no autograd
 formula: the pipelined layer's backward calls them itself (_torch_pipeline_compiled). A round still in the table
@@ -230,8 +233,8 @@ if HAVE_CUSTOM_OPS:
         return _gather_start(plan, pieces, handle, chunk, num_chunks, num_tokens, cu_seqlens, perm, axis, kv)
 
     @torch.library.custom_op("basp::gather_chunk_wait", mutates_args=())
-    def gather_chunk_wait(plan: int, handle: torch.Tensor, device: torch.device, chunk: int,
-                          num_tokens: int) -> Tuple[List[torch.Tensor], torch.Tensor]:
+    def gather_chunk_wait(plan: int, handle: torch.Tensor, device: torch.device, chunk: int, num_tokens: int,
+                          keep: List[torch.Tensor]) -> Tuple[List[torch.Tensor], torch.Tensor]:
         return _wait(handle, chunk, GATHER, "basp.torch.gather_chunk_wait")
 
     @scatter_chunk_start.register_fake
@@ -253,8 +256,8 @@ if HAVE_CUSTOM_OPS:
         return torch.empty((), dtype=torch.int64)
 
     @gather_chunk_wait.register_fake
-    def _gather_wait_fake(plan: int, handle: torch.Tensor, device: torch.device, chunk: int,
-                          num_tokens: int) -> Tuple[List[torch.Tensor], torch.Tensor]:
+    def _gather_wait_fake(plan: int, handle: torch.Tensor, device: torch.device, chunk: int, num_tokens: int,
+                          keep: List[torch.Tensor]) -> Tuple[List[torch.Tensor], torch.Tensor]:
         count = plan_by_id(plan, "basp.torch.gather_chunk_wait").num_tensors
         outs = fake_outputs(GATHER, plan, count, device, num_tokens, "basp.torch.gather_chunk_wait")
         return outs, torch.empty((), dtype=torch.int64)

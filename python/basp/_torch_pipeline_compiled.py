@@ -90,8 +90,8 @@ class CompiledPipeline(torch.autograd.Function):
             gather = ops.gather_chunk_start(spec.out_id, [out], gather, c, n, tokens, cu_seqlens, spec.perm,
                                             spec.axis, None, scatter)
             if c > 0:
-                _, gather = ops.gather_chunk_wait(spec.out_id, gather, device, c - 1, tokens)
-        (result,), _ = ops.gather_chunk_wait(spec.out_id, gather, device, n - 1, tokens)
+                _, gather = ops.gather_chunk_wait(spec.out_id, gather, device, c - 1, tokens, [])
+        (result,), _ = ops.gather_chunk_wait(spec.out_id, gather, device, n - 1, tokens, saved)
         ctx.spec, ctx.attend = spec, attend
         ctx.has_kv, ctx.has_cu = kv is not None, cu_seqlens is not None
         extra = ([kv] if kv is not None else []) + ([cu_seqlens] if cu_seqlens is not None else [])
@@ -108,10 +108,12 @@ class CompiledPipeline(torch.autograd.Function):
         d_out = [grad.contiguous()]
         scatter = ops.scatter_chunk_start(spec.out_id, d_out, None, 0, n, tokens, cu_seqlens)
         gather: Optional[torch.Tensor] = None
+        waited: List[torch.Tensor] = []  # the views of the round's buffers, kept read until its end (keep)
         for c in range(n):
             if c + 1 < n:
                 scatter = ops.scatter_chunk_start(spec.out_id, d_out, scatter, c + 1, n, tokens, cu_seqlens)
             (d_out_h,), scatter = ops.scatter_chunk_wait(spec.out_id, scatter, d_out, c, tokens)
+            waited.append(d_out_h)
             qc, kc, vc = _inputs(spec, saved[3 * c:3 * c + 3], c, kv)
             a, b = spec.ranges[c]
             if b > a:
@@ -122,6 +124,6 @@ class CompiledPipeline(torch.autograd.Function):
             gather = ops.gather_chunk_start(spec.qkv_id, grads, gather, c, n, tokens, cu_seqlens, spec.perm,
                                             spec.axis, kv, scatter)
             if c > 0:
-                _, gather = ops.gather_chunk_wait(spec.qkv_id, gather, device, c - 1, tokens)
-        d_ins, _ = ops.gather_chunk_wait(spec.qkv_id, gather, device, n - 1, tokens)
+                _, gather = ops.gather_chunk_wait(spec.qkv_id, gather, device, c - 1, tokens, [])
+        d_ins, _ = ops.gather_chunk_wait(spec.qkv_id, gather, device, n - 1, tokens, waited)
         return (None, None, None, None) + tuple(d_ins)
