@@ -46,6 +46,11 @@ cudaStream_t ChunkStreams::begin(cudaStream_t caller) {
   return side_;
 }
 
+void ChunkStreams::rejoin(cudaStream_t caller) noexcept {
+  if (cudaEventRecord(ready_, side_) == cudaSuccess) cudaStreamWaitEvent(caller, ready_, 0);
+  cudaGetLastError();
+}
+
 void ChunkStreams::end(Direction direction, int32_t chunk, cudaStream_t caller) {
   Slot& s = slot(direction, chunk);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -30,6 +30,9 @@ class ChunkStreams {
 
   // Orders the side stream after the work enqueued on `caller` so far and returns it, for the chunk's exchange.
   cudaStream_t begin(cudaStream_t caller);
+  // After a failed enqueue: orders `caller` after the side stream again (joins a capture begin() forked), without
+  // throwing.
+  void rejoin(cudaStream_t caller) noexcept;
   // After the chunk's exchange is enqueued on the side stream: records its end.
   void end(Direction direction, int32_t chunk, cudaStream_t caller);
   bool test(Direction direction, int32_t chunk);

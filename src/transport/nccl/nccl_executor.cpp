@@ -145,7 +145,12 @@ class NcclExecutor final : public ExecutorBase<DevicePath>, public StreamChunks 
     const auto caller = static_cast<cudaStream_t>(stream);
     DeviceScope scope(comm_->device());
     const cudaStream_t side = chunks_->begin(caller);
-    execute(direction, call, inputs, outputs, side);
+    try {
+      execute(direction, call, inputs, outputs, side);
+    } catch (...) {
+      chunks_->rejoin(caller);  // a capture the start forked into stays joined: its error is then this one
+      throw;
+    }
     chunks_->end(direction, call.chunk.index, caller);
   }
   bool test(Direction direction, int32_t chunk) override {
