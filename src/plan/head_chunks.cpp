@@ -93,7 +93,10 @@ int64_t chunk_bytes(const ExchangePlan& plan, int64_t tokens, int32_t t, HeadChu
   return span_bytes(plan.at(t, tokens), from, to, chunk, direction);
 }
 
-int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction) {
+// The most that one ordered pair of positions moves in chunk `chunk`, summed over the tensors: `of(geometry, from,
+// to)` per tensor (its bytes or its row pieces), `what` naming the sum in an overflow message.
+template <typename Of>
+int64_t busiest_pair(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Of&& of, const char* what) {
   check_tokens(tokens);
   check_head_chunk(plan, chunk);
   int64_t most = 0;
@@ -101,28 +104,25 @@ int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk
     for (int32_t to = 0; to < plan.group_size; ++to) {
       if (from == to) continue;
       int64_t sum = 0;
-      for (int32_t t = 0; t < plan.num_tensors(); ++t)
-        sum = checked_add(sum, span_bytes(plan.at(t, tokens), from, to, chunk, direction), "head chunk bytes");
+      for (int32_t t = 0; t < plan.num_tensors(); ++t) sum = checked_add(sum, of(plan.at(t, tokens), from, to), what);
       most = std::max(most, sum);
     }
   }
   return most;
 }
 
+int64_t chunk_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction) {
+  return busiest_pair(
+      plan, tokens, chunk,
+      [&](const layout::Geometry& g, int32_t from, int32_t to) { return span_bytes(g, from, to, chunk, direction); },
+      "head chunk bytes");
+}
+
 int64_t chunk_pieces_per_peer(const ExchangePlan& plan, int64_t tokens, HeadChunk chunk, Direction direction) {
-  check_tokens(tokens);
-  check_head_chunk(plan, chunk);
-  int64_t most = 0;
-  for (int32_t from = 0; from < plan.group_size; ++from) {
-    for (int32_t to = 0; to < plan.group_size; ++to) {
-      if (from == to) continue;
-      int64_t sum = 0;
-      for (int32_t t = 0; t < plan.num_tensors(); ++t)
-        sum = checked_add(sum, span_pieces(plan.at(t, tokens), from, to, chunk, direction), "head chunk pieces");
-      most = std::max(most, sum);
-    }
-  }
-  return most;
+  return busiest_pair(
+      plan, tokens, chunk,
+      [&](const layout::Geometry& g, int32_t from, int32_t to) { return span_pieces(g, from, to, chunk, direction); },
+      "head chunk pieces");
 }
 
 }  // namespace basp::plan
