@@ -51,6 +51,47 @@ basp::plan::ExchangePlan make_plan(int32_t layout, bool mla = false) {
   return basp::plan::make_exchange_plan(spec, 1, 0, 2);
 }
 
+// One plan's tensors for a scatter then a gather on one rank: random input bytes (host[t] uploaded to in[t]), the
+// head-sharded outputs and the gathered-back outputs poisoned, and the pointer arrays the executor takes.
+struct RoundTrip {
+  std::vector<std::vector<std::byte>> host;
+  std::vector<DeviceBytes> in, head, back;
+  std::vector<const void*> in_ptr, head_cptr;
+  std::vector<void*> head_ptr, back_ptr;
+
+  explicit RoundTrip(const basp::plan::ExchangePlan& plan) : host(static_cast<size_t>(plan.num_tensors())) {
+    for (int32_t t = 0; t < plan.num_tensors(); ++t) {
+      const int64_t bytes = plan.tensors[t].seq_tensor_bytes(0);
+      host[t].resize(static_cast<size_t>(bytes));
+      in.emplace_back(bytes);
+      head.emplace_back(bytes);
+      back.emplace_back(bytes);
+    }
+    for (size_t t = 0; t < host.size(); ++t) {
+      in_ptr.push_back(in[t].data());
+      head_ptr.push_back(head[t].data());
+      head_cptr.push_back(head[t].data());
+      back_ptr.push_back(back[t].data());
+    }
+  }
+  void refill(std::mt19937_64& rng) {
+    for (size_t t = 0; t < host.size(); ++t) {
+      basp::test::fill_random_bytes(host[t], rng);
+      in[t].upload(host[t]);
+      head[t].fill(kPoison);
+      back[t].fill(kPoison);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+  }
+  // K = 1: both the head-sharded and the gathered-back bytes equal the input's.
+  void verify(basp::test::Tally& tally, const char* scatter_what, const char* gather_what) {
+    for (size_t t = 0; t < host.size(); ++t) {
+      tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, scatter_what);
+      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, gather_what);
+    }
+  }
+};
+
 void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, int32_t layout, bool mla,
                 cudaStream_t stream, basp::test::Tally& tally) {
   std::mt19937_64 rng(5 + layout);
@@ -62,44 +103,14 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   auto executor = basp::transport::nccl::make_executor(group, plan, options);
   tally.check(executor->workspace_bytes() > 0, "exchange path has a workspace");
 
-  const int32_t n = plan.num_tensors();
-  std::vector<std::vector<std::byte>> host(n);
-  std::vector<DeviceBytes> in, head, back;
-  std::vector<const void*> in_ptr, head_cptr;
-  std::vector<void*> head_ptr, back_ptr;
-  for (int32_t t = 0; t < n; ++t) {
-    const int64_t bytes = plan.tensors[t].seq_tensor_bytes(0);
-    host[t].resize(static_cast<size_t>(bytes));
-    in.emplace_back(bytes);
-    head.emplace_back(bytes);
-    back.emplace_back(bytes);
-  }
-  for (int32_t t = 0; t < n; ++t) {
-    in_ptr.push_back(in[t].data());
-    head_ptr.push_back(head[t].data());
-    head_cptr.push_back(head[t].data());
-    back_ptr.push_back(back[t].data());
-  }
-  auto refill = [&]() {
-    for (int32_t t = 0; t < n; ++t) {
-      basp::test::fill_random_bytes(host[t], rng);
-      in[t].upload(host[t]);
-      head[t].fill(kPoison);
-      back[t].fill(kPoison);
-    }
-    TEST_CUDA(cudaDeviceSynchronize());
-  };
-  auto verify = [&](const char* what) {
-    for (int32_t t = 0; t < n; ++t) {
-      tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, what);
-      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, what);
-    }
-  };
+  RoundTrip b(plan);
+  auto refill = [&]() { b.refill(rng); };
+  auto verify = [&](const char* what) { b.verify(tally, what, what); };
 
   refill();
   try {
-    executor->scatter(plan.tensors[0].seq_len, in_ptr.data(), head_ptr.data(), stream);
-    executor->gather(plan.tensors[0].seq_len, head_cptr.data(), back_ptr.data(), stream);
+    executor->scatter(plan.tensors[0].seq_len, b.in_ptr.data(), b.head_ptr.data(), stream);
+    executor->gather(plan.tensors[0].seq_len, b.head_cptr.data(), b.back_ptr.data(), stream);
     TEST_CUDA(cudaStreamSynchronize(stream));
     tally.check(executor->last_path() == BASP_PATH_NCCL, "the exchange path is the NCCL one");
     verify(layout == BASP_LAYOUT_BSHD ? "BSHD pack -> ncclAlltoAll -> unpack" : "SBHD pack -> ncclAlltoAll -> unpack");
@@ -112,8 +123,8 @@ void run_layout(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   bool enqueued = true;
   try {
-    executor->scatter(plan.tensors[0].seq_len, in_ptr.data(), head_ptr.data(), stream);
-    executor->gather(plan.tensors[0].seq_len, head_cptr.data(), back_ptr.data(), stream);
+    executor->scatter(plan.tensors[0].seq_len, b.in_ptr.data(), b.head_ptr.data(), stream);
+    executor->gather(plan.tensors[0].seq_len, b.head_cptr.data(), b.back_ptr.data(), stream);
   } catch (const basp::detail::Error& e) {
     enqueued = false;
     std::printf("  capture: %s\n", e.what());
@@ -154,41 +165,16 @@ void run_chunks(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
   auto executor = basp::transport::nccl::make_executor(group, plan, options);
   basp::transport::StreamChunks* chunks = executor->stream_chunks();
   if (!tally.check(chunks != nullptr, "the NCCL executor runs split-phase chunks on the device")) return;
-  const int32_t n = plan.num_tensors();
   const int64_t tokens = plan.tensors[0].seq_len;
-  std::vector<std::vector<std::byte>> host(n);
-  std::vector<DeviceBytes> in, head, back;
-  std::vector<const void*> in_ptr, head_cptr;
-  std::vector<void*> head_ptr, back_ptr;
-  for (int32_t t = 0; t < n; ++t) {
-    const int64_t bytes = plan.tensors[t].seq_tensor_bytes(0);
-    host[t].resize(static_cast<size_t>(bytes));
-    in.emplace_back(bytes);
-    head.emplace_back(bytes);
-    back.emplace_back(bytes);
-  }
-  for (int32_t t = 0; t < n; ++t) {
-    in_ptr.push_back(in[t].data());
-    head_ptr.push_back(head[t].data());
-    head_cptr.push_back(head[t].data());
-    back_ptr.push_back(back[t].data());
-  }
-  auto refill = [&]() {
-    for (int32_t t = 0; t < n; ++t) {
-      basp::test::fill_random_bytes(host[t], rng);
-      in[t].upload(host[t]);
-      head[t].fill(kPoison);
-      back[t].fill(kPoison);
-    }
-    TEST_CUDA(cudaDeviceSynchronize());
-  };
+  RoundTrip b(plan);
+  auto refill = [&]() { b.refill(rng); };
   auto round = [&](int32_t count, bool query) {
     for (const basp::Direction dir : {basp::Direction::kScatter, basp::Direction::kGather}) {
       const bool scatter = dir == basp::Direction::kScatter;
       for (int32_t c = 0; c < count; ++c) {
         const basp::plan::CallGeometry call = plan.call(tokens, {c, count}, dir);
-        chunks->start(dir, call, scatter ? in_ptr.data() : head_cptr.data(),
-                      scatter ? head_ptr.data() : back_ptr.data(), stream);
+        chunks->start(dir, call, scatter ? b.in_ptr.data() : b.head_cptr.data(),
+                      scatter ? b.head_ptr.data() : b.back_ptr.data(), stream);
       }
       if (query) {  // the device ends every chunk: test() says so without a wait
         TEST_CUDA(cudaDeviceSynchronize());
@@ -205,10 +191,7 @@ void run_chunks(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
     try {
       round(count, true);
       TEST_CUDA(cudaStreamSynchronize(stream));
-      for (int32_t t = 0; t < n; ++t) {
-        tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, "chunked scatter, bit-exact");
-        tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "chunked gather, bit-exact");
-      }
+      b.verify(tally, "chunked scatter, bit-exact", "chunked gather, bit-exact");
     } catch (const basp::detail::Error& e) {
       tally.check(false, e.what());
     }
@@ -237,10 +220,7 @@ void run_chunks(const std::shared_ptr<basp::transport::nccl::GroupComm>& group, 
     refill();
     TEST_CUDA(cudaGraphLaunch(exec, stream));
     TEST_CUDA(cudaStreamSynchronize(stream));
-    for (int32_t t = 0; t < n; ++t) {
-      tally.check(basp::test::first_difference(head[t].download(), host[t]) < 0, "chunk graph replay: scatter");
-      tally.check(basp::test::first_difference(back[t].download(), host[t]) < 0, "chunk graph replay: gather");
-    }
+    b.verify(tally, "chunk graph replay: scatter", "chunk graph replay: gather");
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
